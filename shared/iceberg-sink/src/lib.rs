@@ -1,0 +1,1 @@
+//! The Iceberg sink: catalogs, the Parquet writer stack and the exactly-once committer.

@@ -1,0 +1,1 @@
+//! Ingest and commit orchestration: from object changes to staged files to committed snapshots.

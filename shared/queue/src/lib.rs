@@ -1,0 +1,1 @@
+//! Queue consumers (MNS, SQS) behind one trait, with the startup modes.

@@ -1,0 +1,1 @@
+//! Test support: local servers, protocol emulators and independent read-back checks.
