@@ -1,1 +1,9 @@
-//! The event model, routes, configuration and errors shared by every floe crate (pure: no IO).
+//! The event model, routes, configuration and errors shared by every floe crate.
+//!
+//! This crate is pure: it does no IO and pulls in no async runtime, SDK or HTTP client.
+
+pub mod error;
+pub mod secret;
+
+pub use error::{Error, ErrorKind, Result};
+pub use secret::Secret;
