@@ -3,7 +3,9 @@
 //! This crate is pure: it does no IO and pulls in no async runtime, SDK or HTTP client.
 
 pub mod error;
+pub mod event;
 pub mod secret;
 
 pub use error::{Error, ErrorKind, Result};
+pub use event::{ObjectChange, Operation, Provider};
 pub use secret::Secret;
