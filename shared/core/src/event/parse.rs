@@ -171,11 +171,11 @@ fn parse_document(
             ignored.extend(nested.ignored);
             return nested.changes;
         }
-        if let Some(event) = doc.get("Event").and_then(Value::as_str) {
-            if event.ends_with("TestEvent") {
-                ignored.push((event.to_owned(), "test event"));
-                return Ok(Vec::new());
-            }
+        if let Some(event) = doc.get("Event").and_then(Value::as_str)
+            && event.ends_with("TestEvent")
+        {
+            ignored.push((event.to_owned(), "test event"));
+            return Ok(Vec::new());
         }
         let mut out = Vec::new();
         if let Some(events) = doc.get("events").and_then(Value::as_array) {
