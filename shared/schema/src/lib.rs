@@ -1,1 +1,12 @@
-//! Table schemas, type mapping and the object decoders that turn bytes into Arrow batches (pure: no IO).
+//! Table schemas, type mapping and the object decoders that turn bytes into Arrow batches.
+//!
+//! Pure: no IO. Callers hand in bytes (in chunks of any size) and get batches of the target
+//! table's Arrow schema, plus the bad records set aside with their line and reason.
+
+pub mod cdc;
+pub mod decode;
+pub mod infer;
+pub mod partition;
+pub mod types;
+
+pub use types::{Field, IcebergType, TableSchema};
