@@ -38,6 +38,7 @@ pub use compress::Compression;
 pub use decimal::Decimal;
 pub use decode::{BlockDecoder, DecodedBlock, decode_block};
 pub use encode::BlockEncoder;
+pub use floe_core::{Error, ErrorKind, Result};
 pub use hasher::{HasherKind, RecordHasher};
 pub use schema::{Column, TableSchema};
 pub use types::{DataType, DecimalType, StructField};
