@@ -1,9 +1,10 @@
-//! Fuzz the tunnel record block decoder: the first byte picks a schema (and whether the rest is
+//! Fuzz the tunnel record block decoder (and the Arrow block unframer): the first byte picks a schema (and whether the rest is
 //! first decompressed), the rest is the block. Any input must give records or an error, never a
 //! panic, and a decoded block can hold no more records than its bytes allow.
 
 #![no_main]
 
+use floe_tunnel_codec::arrow_frame::unframe_arrow_block;
 use floe_tunnel_codec::{Compression, TableSchema, decode_block};
 use libfuzzer_sys::fuzz_target;
 
@@ -19,7 +20,10 @@ const SCHEMAS: &[&[(&str, &str)]] = &[
         ("payload", "binary"),
     ],
     &[
-        ("a", "array<map<string,struct<x:int,y:array<decimal(10,2)>>>>"),
+        (
+            "a",
+            "array<map<string,struct<x:int,y:array<decimal(10,2)>>>>",
+        ),
         ("f", "float"),
         ("t", "tinyint"),
         ("d", "date"),
@@ -27,15 +31,26 @@ const SCHEMAS: &[&[(&str, &str)]] = &[
         ("v", "varchar(8)"),
         ("j", "json"),
     ],
-    &[("s", "struct<a:timestamp_ntz,b:map<bigint,binary>,c:char(3)>"), ("m", "interval_year_month")],
+    &[
+        (
+            "s",
+            "struct<a:timestamp_ntz,b:map<bigint,binary>,c:char(3)>",
+        ),
+        ("m", "interval_year_month"),
+    ],
 ];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, block)) = data.split_first() else {
         return;
     };
+    if let Ok((payload, _)) = unframe_arrow_block(block) {
+        assert!(payload.len() <= block.len());
+    }
     let Ok(schema) = TableSchema::from_type_strings(
-        SCHEMAS[usize::from(selector) % SCHEMAS.len()].iter().copied(),
+        SCHEMAS[usize::from(selector) % SCHEMAS.len()]
+            .iter()
+            .copied(),
     ) else {
         return;
     };

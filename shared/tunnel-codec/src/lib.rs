@@ -10,7 +10,7 @@
 //!
 //! Modules: [`types`] (column types and their strings), [`schema`], [`value`], [`decimal`],
 //! [`wire`] (varints and tags), [`crc`], [`encode`], [`decode`], [`compress`], [`upsert`],
-//! [`hasher`].
+//! [`hasher`], and [`arrow_frame`] (the Arrow tunnel's block framing).
 //!
 //! ```
 //! use floe_tunnel_codec::{BlockEncoder, TableSchema, Value, decode_block};
@@ -22,6 +22,7 @@
 //! assert_eq!(decoded.records[0][0], Value::BigInt(1));
 //! ```
 
+pub mod arrow_frame;
 pub mod compress;
 pub mod crc;
 pub mod decimal;

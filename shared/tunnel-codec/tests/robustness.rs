@@ -184,3 +184,26 @@ fn twenty_thousand_mutated_blocks_never_panic() {
     // Most mutations break a checksum; some (like truncating nothing) leave a valid block.
     assert!(ok < inputs / 2, "{ok} of {inputs} decoded");
 }
+
+#[test]
+fn mutated_arrow_frames_never_panic() {
+    use floe_tunnel_codec::arrow_frame::{ArrowBlockWriter, unframe_arrow_block};
+    let mut rng = Rng(0xa770_f4a3);
+    let mut intact = 0;
+    for round in 0..4_000 {
+        let len = rng.below(300);
+        let payload: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let mut w = ArrowBlockWriter::new(1 + (round % 97) as u32).unwrap();
+        w.write(&payload);
+        let mut block = w.finish();
+        mutate(&mut rng, &mut block, &[]);
+        match unframe_arrow_block(&block) {
+            Ok((back, _)) => {
+                assert!(back.len() <= block.len());
+                intact += 1;
+            }
+            Err(e) => assert_eq!(e.kind(), ErrorKind::Protocol, "{e:?}"),
+        }
+    }
+    assert!(intact < 400, "{intact} mutated frames passed");
+}

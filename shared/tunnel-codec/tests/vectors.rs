@@ -2,6 +2,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
+use floe_tunnel_codec::arrow_frame::{ArrowBlockWriter, DEFAULT_CHUNK_SIZE, unframe_arrow_block};
 use floe_tunnel_codec::hasher::{HasherKind, RecordHasher};
 use floe_tunnel_codec::upsert::{UpsertOperation, push_hidden_values, upsert_schema};
 use floe_tunnel_codec::wire::put_varint;
@@ -284,4 +285,26 @@ fn record_hashes_match_both_hashers() {
             assert_eq!(i64::from(hasher.bucket(r, 7).unwrap()), h.rem_euclid(7));
         }
     }
+}
+
+#[test]
+fn arrow_block_framing_is_checked_and_reproduced() {
+    let v = vector();
+    let a = &v["arrow_block"];
+    let block = b64(&a["bytes_base64"]);
+    assert_eq!(block.len(), a["bytes_len"].as_u64().unwrap() as usize);
+    let (payload, chunk) = unframe_arrow_block(&block).unwrap();
+    assert_eq!(chunk, Some(DEFAULT_CHUNK_SIZE));
+    assert_eq!(
+        u64::from(DEFAULT_CHUNK_SIZE),
+        a["chunk_size"].as_u64().unwrap()
+    );
+    // The payload is IPC messages: continuation marker, then a metadata length.
+    assert_eq!(payload[..4], [0xff; 4]);
+    let meta_len = i32::from_le_bytes(payload[4..8].try_into().unwrap());
+    assert!(meta_len > 0 && (meta_len as usize) < payload.len());
+    // Framing pyodps's payload again gives its bytes exactly.
+    let mut w = ArrowBlockWriter::new(DEFAULT_CHUNK_SIZE).unwrap();
+    w.write(&payload);
+    assert_eq!(hex(&w.finish()), hex(&block));
 }
