@@ -462,3 +462,157 @@ fn annotate(e: Error, name: &str) -> Error {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encode::BlockEncoder;
+    use crate::wire::{ChecksumVarint, Tag, put_varint, zigzag64};
+
+    fn schema() -> TableSchema {
+        TableSchema::from_type_strings([("id", "bigint"), ("name", "string")]).unwrap()
+    }
+
+    /// Two records: (1, "a") and (null, null); the block checksum is >= 2^31.
+    fn block(style: ChecksumVarint) -> Vec<u8> {
+        let mut enc = BlockEncoder::new(&schema()).with_checksum_varint(style);
+        enc.write_record(&[Value::BigInt(1), Value::String("a".into())])
+            .unwrap();
+        enc.write_record(&[Value::Null, Value::Null]).unwrap();
+        enc.into_block()
+    }
+
+    #[test]
+    fn both_checksum_widths_decode_to_the_same_records() {
+        let short = block(ChecksumVarint::Unsigned);
+        let long = block(ChecksumVarint::SignExtended);
+        assert_eq!(long.len(), short.len() + 5, "the block checksum is >= 2^31");
+        let a = decode_block(&schema(), &short).unwrap();
+        let b = decode_block(&schema(), &long).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(
+            a.records,
+            [
+                vec![Value::BigInt(1), Value::String("a".into())],
+                vec![Value::Null, Value::Null]
+            ]
+        );
+    }
+
+    #[test]
+    fn each_defect_is_named_with_record_and_offset() {
+        let good = block(ChecksumVarint::Unsigned);
+        // Layout: 08 02 | 12 01 61 | 80 c0 ff 7f ea 91 d2 b2 05 | 80 c0 ff 7f 00 |
+        //         @19 f0 ff ff 7f 04 | f8 ff ff 7f + 5-byte crc of crcs (0x90c0b141).
+        let edit = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut b = good.clone();
+            f(&mut b);
+            b
+        };
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (
+                edit(&|b| b[1] = 0x04),
+                "tunnel record block: record checksum mismatch: stored 0x565488ea, computed 0x0722c045 (record 0, byte 9)",
+            ),
+            (
+                edit(&|b| b[4] = b'b'),
+                "tunnel record block: record checksum mismatch",
+            ),
+            (
+                edit(&|b| b[23] = 0x06),
+                "tunnel record block: trailer counts 3 records, block has 2 (record 2, byte 23)",
+            ),
+            (
+                edit(&|b| {
+                    let n = b.len();
+                    b[n - 1] ^= 1;
+                }),
+                "tunnel record block: block checksum mismatch",
+            ),
+            (
+                edit(&|b| b.push(0)),
+                "tunnel record block: 1 bytes after the trailer",
+            ),
+            (
+                edit(&|b| b.truncate(19)),
+                "tunnel record block: block ends without its trailer (record 2, byte 19)",
+            ),
+            (
+                edit(&|b| b[0] = 0x18),
+                "tunnel record block: field number 3 is not a column (schema has 2) (record 0, byte 0)",
+            ),
+            (
+                edit(&|b| b[0] = 0x0a),
+                "tunnel record block: column `id` (bigint) has wire type 2, expected 0 (record 0, byte 0)",
+            ),
+            (
+                edit(&|b| b[3] = 0x7f),
+                "tunnel record block: value of 127 bytes but only 29 bytes left in `name` (record 0, byte 4)",
+            ),
+            (
+                edit(&|b| b[4] = 0xff),
+                "tunnel record block: string value is not utf-8 in `name` (record 0, byte 3)",
+            ),
+            (
+                edit(&|b| {
+                    b.splice(0..0, [0x08, 0x02]);
+                }),
+                "tunnel record block: column `id` appears twice (record 0, byte 2)",
+            ),
+            (
+                edit(&|b| {
+                    b.splice(19..19, [0x08, 0x02]);
+                }),
+                "tunnel record block: trailer inside an unfinished record (record 2, byte 21)",
+            ),
+        ];
+        for (input, message) in cases {
+            let e = decode_block(&schema(), &input).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Protocol);
+            assert!(
+                e.to_string().starts_with(message),
+                "want {message}\n got {e}"
+            );
+            assert!(e.context().iter().any(|(k, _)| *k == "offset"), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn a_checksum_varint_that_is_neither_width_is_refused() {
+        // An all-null record whose checksum 0 is written as a 6-byte varint of 2^35.
+        let mut b = Tag::new(END_RECORD, WireType::Varint).as_bytes().to_vec();
+        put_varint(&mut b, 1 << 35);
+        let e = decode_block(&schema(), &b).unwrap_err();
+        assert!(e.to_string().contains("does not hold a uint32"), "{e}");
+    }
+
+    #[test]
+    fn server_metrics_between_count_and_checksum_are_verified() {
+        let mut b = Tag::new(END_RECORD, WireType::Varint).as_bytes().to_vec();
+        b.push(0);
+        let mut crc_of_crcs = Crc32c::new();
+        crc_of_crcs.update_u32(0);
+        b.extend_from_slice(Tag::new(META_COUNT, WireType::Varint).as_bytes());
+        put_varint(&mut b, zigzag64(1));
+        let metrics = br#"{"rows":1}"#;
+        b.extend_from_slice(Tag::new(7, WireType::LengthDelimited).as_bytes());
+        put_varint(&mut b, metrics.len() as u64);
+        b.extend_from_slice(metrics);
+        let mut m = Crc32c::new();
+        m.update_u32(7);
+        m.update(metrics);
+        b.extend_from_slice(Tag::new(END_METRICS, WireType::Varint).as_bytes());
+        put_varint(&mut b, u64::from(m.value()));
+        b.extend_from_slice(Tag::new(META_CHECKSUM, WireType::Varint).as_bytes());
+        put_varint(&mut b, u64::from(crc_of_crcs.value()));
+
+        let d = decode_block(&schema(), &b).unwrap();
+        assert_eq!(d.records, [vec![Value::Null, Value::Null]]);
+        assert_eq!(d.metrics.as_deref(), Some(&metrics[..]));
+
+        let at = b.len() - 6 - 4 - 1;
+        b[at] ^= 1; // inside the metrics text
+        let e = decode_block(&schema(), &b).unwrap_err();
+        assert!(e.to_string().contains("metrics checksum mismatch"), "{e}");
+    }
+}

@@ -5,8 +5,8 @@
 //! | `__version` | bigint | null |
 //! | `__app_version` | bigint | null |
 //! | `__operation` | tinyint | 85 (`'U'`, upsert) or 68 (`'D'`, delete) |
-//! | `__key_cols` | array<bigint> | null |
-//! | `__value_cols` | array<bigint> | `[]`, or the indexes of the columns a partial update sets |
+//! | `__key_cols` | `array<bigint>` | null |
+//! | `__value_cols` | `array<bigint>` | `[]`, or the indexes of the columns a partial update sets |
 //!
 //! Records are then encoded with [`crate::BlockEncoder`] over [`upsert_schema`], one block per
 //! bucket ([`crate::RecordHasher`] picks it).
