@@ -7,7 +7,12 @@
 //! verified and returned.
 //!
 //! The input is untrusted: every length and count is checked against the bytes left before
-//! anything is allocated, so a corrupt block costs at most a few times its own size in memory.
+//! anything is allocated (each collection element takes at least one byte), so memory stays
+//! proportional to the input: at most one value per schema column per record (a record takes at
+//! least 5 bytes) and one per element.
+//!
+//! Text columns (`string`, `varchar`, `char`, `json`, `decimal`) must hold UTF-8; bytes that are not
+//! are reported as a protocol error rather than passed on.
 
 use floe_core::{Error, ErrorKind, Result};
 
