@@ -1,1 +1,30 @@
-//! Request signing for AWS SigV4, OSS V1/V4, MNS and MaxCompute (pure: no IO).
+//! Request signing for AWS SigV4, OSS V1/V4 (and OSS Tables), MNS and MaxCompute.
+//!
+//! The crate is pure: it does no IO, reads no clock except in the `*_now` convenience wrappers,
+//! and pulls in no async runtime or HTTP client. Every signer takes the request's method, path or
+//! URL, headers (and body where the scheme needs it) plus the signing time, and returns a
+//! [`SignedHeaders`]: the headers the caller adds to the request, and the canonical string that
+//! was signed (for tests and for debugging signature mismatches).
+//!
+//! | module | scheme | `Authorization` |
+//! |---|---|---|
+//! | [`sigv4`] | AWS SigV4, any service (wraps the `aws-sigv4` crate) | `AWS4-HMAC-SHA256 Credential=…` |
+//! | [`oss`] | OSS V1, OSS V4 (product `oss`), OSS Tables V4 (product `osstables`) | `OSS AK:sig`, `OSS4-HMAC-SHA256 …` |
+//! | [`mns`] | MNS queues (also [`mns::verify`] for servers) | `MNS AK:sig` |
+//! | [`odps`] | MaxCompute REST and Tunnel, classic and v4 | `ODPS AK:sig`, `ODPS AK/date/region/odps/aliyun_v4_request:sig` |
+//!
+//! Credentials are a [`Credentials`] whose secret and token are [`floe_core::Secret`]s, so
+//! neither shows up in `Debug` output or logs.
+
+pub mod credentials;
+mod crypto;
+pub mod mns;
+pub mod odps;
+pub mod oss;
+pub mod query;
+pub mod signed;
+pub mod sigv4;
+pub mod time;
+
+pub use credentials::Credentials;
+pub use signed::SignedHeaders;
