@@ -4,6 +4,7 @@
 //!
 //! Inputs that once broke a parser live in `REGRESSIONS` and run first.
 
+use floe_mutate::{Mutator, Rng};
 use floe_queue::mns::{decode_body, xml};
 
 const SEED: u64 = 0x5EED_F10E_0000_0003;
@@ -70,80 +71,6 @@ const TOKENS: &[&str] = &[
 /// Inputs that once made a parser panic; kept as regression cases.
 const REGRESSIONS: &[&[u8]] = &[];
 
-/// splitmix64: small, seedable, good enough to drive mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
-
-fn mutate(rng: &mut Rng, input: &mut Vec<u8>) {
-    let len = input.len();
-    match rng.below(9) {
-        0 if len > 0 => {
-            let i = rng.below(len);
-            input[i] ^= 1 << rng.below(8);
-        }
-        1 if len > 0 => {
-            let i = rng.below(len);
-            input[i] = rng.next() as u8;
-        }
-        2 => {
-            let i = rng.below(len + 1);
-            let b = rng.next() as u8;
-            input.insert(i, b);
-        }
-        3 if len > 0 => {
-            let start = rng.below(len);
-            let end = (start + 1 + rng.below(16)).min(len);
-            input.drain(start..end);
-        }
-        4 if len > 0 => {
-            let start = rng.below(len);
-            let end = (start + 1 + rng.below(64)).min(len);
-            let chunk = input[start..end].to_vec();
-            let at = rng.below(input.len() + 1);
-            input.splice(at..at, chunk);
-        }
-        5 => {
-            let t = TOKENS[rng.below(TOKENS.len())].as_bytes();
-            let at = rng.below(len + 1);
-            input.splice(at..at, t.iter().copied());
-        }
-        6 => {
-            let other = SEEDS[rng.below(SEEDS.len())].as_bytes();
-            let from = rng.below(other.len());
-            let to = (from + rng.below(200)).min(other.len());
-            let at = rng.below(len + 1);
-            input.splice(at..at, other[from..to].iter().copied());
-        }
-        7 if len > 0 => {
-            let at = rng.below(len);
-            input.truncate(at);
-        }
-        _ => {
-            let depth = 1 + rng.below(64);
-            let at = rng.below(len + 1);
-            let open = "<Message>".repeat(depth);
-            input.splice(at..at, open.bytes());
-        }
-    }
-}
-
 /// Feed one input to every parser; the results are ignored, panics are not.
 fn exercise(data: &[u8]) {
     let _ = xml::parse_message(data);
@@ -190,12 +117,19 @@ fn mutated_xml_never_panics() {
     for (i, r) in REGRESSIONS.iter().enumerate() {
         run_guarded(r, &format!("regression {i}"));
     }
-    let mut rng = Rng(SEED);
+    let tokens: Vec<&[u8]> = TOKENS.iter().map(|t| t.as_bytes()).collect();
+    let nested = "<Message>".repeat(64);
+    let mut tokens = tokens;
+    tokens.push(nested.as_bytes());
+    let donors: Vec<&[u8]> = SEEDS.iter().map(|s| s.as_bytes()).collect();
+    let mutator = Mutator {
+        tokens: &tokens,
+        donors: &donors,
+    };
+    let mut rng = Rng::new(SEED);
     for i in 0..ITERATIONS {
-        let mut input = SEEDS[rng.below(SEEDS.len())].as_bytes().to_vec();
-        for _ in 0..1 + rng.below(8) {
-            mutate(&mut rng, &mut input);
-        }
+        let seed = donors[rng.below(donors.len())];
+        let input = mutator.mutant(&mut rng, seed, 8);
         run_guarded(&input, &format!("iteration {i} (seed {SEED:#x})"));
     }
 }

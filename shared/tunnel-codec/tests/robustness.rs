@@ -5,80 +5,32 @@
 
 mod common;
 
+use floe_mutate::{Mutator, Rng};
 use floe_tunnel_codec::{
     BlockDecoder, BlockEncoder, Compression, ErrorKind, TableSchema, decode_block,
 };
 use proptest::strategy::{Strategy, ValueTree};
 
-/// splitmix64: a small deterministic generator for the mutation loop.
-struct Rng(u64);
+/// Long varints (a huge length or count) and the tunnel's own tags, worth inserting anywhere.
+const TOKENS: &[&[u8]] = &[
+    &[0xff, 0xff, 0xff, 0xff, 0x0f],
+    &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+    &[
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+    ],
+    &[0x80, 0xc0, 0xff, 0x7f],
+    &[0xf0, 0xff, 0xff, 0x7f],
+    &[0xf8, 0xff, 0xff, 0x7f],
+];
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
-
-/// One random edit of `b`.
+/// One random edit of `b`, with pieces of `other` as donor material.
 fn mutate(rng: &mut Rng, b: &mut Vec<u8>, other: &[u8]) {
-    let at = rng.below(b.len() + 1);
-    match rng.below(9) {
-        0 if !b.is_empty() => {
-            let i = rng.below(b.len());
-            b[i] ^= 1 << rng.below(8);
-        }
-        1 if !b.is_empty() => {
-            let i = rng.below(b.len());
-            b[i] = rng.next() as u8;
-        }
-        2 => {
-            let n = 1 + rng.below(8);
-            let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
-            b.splice(at..at, bytes);
-        }
-        3 if !b.is_empty() => {
-            let end = (at + 1 + rng.below(16)).min(b.len());
-            b.drain(at.min(end)..end);
-        }
-        4 => b.truncate(at),
-        5 if !b.is_empty() => {
-            // Duplicate a slice elsewhere.
-            let from = rng.below(b.len());
-            let end = (from + 1 + rng.below(32)).min(b.len());
-            let piece = b[from..end].to_vec();
-            b.splice(at..at, piece);
-        }
-        6 if !other.is_empty() => {
-            // Splice in a piece of another valid block.
-            let from = rng.below(other.len());
-            let end = (from + 1 + rng.below(64)).min(other.len());
-            b.splice(at..at, other[from..end].iter().copied());
-        }
-        7 => {
-            // A long varint (a huge length or count) at a random place.
-            let n = 1 + rng.below(10);
-            let mut v = vec![0xffu8; n];
-            v.push(rng.next() as u8 & 0x7f);
-            b.splice(at..at, v);
-        }
-        _ if !b.is_empty() => {
-            let i = rng.below(b.len());
-            b[i] = [0x00, 0x01, 0x7f, 0x80, 0xff][rng.below(5)];
-        }
-        _ => b.push(rng.next() as u8),
+    let donors = [other];
+    Mutator {
+        tokens: TOKENS,
+        donors: if other.is_empty() { &[] } else { &donors },
     }
+    .mutate_once(rng, b);
 }
 
 /// Decode fully and check what a successful decode may claim.
@@ -145,7 +97,7 @@ fn known_bad_inputs_are_errors() {
 #[test]
 fn twenty_thousand_mutated_blocks_never_panic() {
     let seeds = seeds();
-    let mut rng = Rng(0x005e_ed0f_f022);
+    let mut rng = Rng::new(0x005e_ed0f_f022);
     let (mut ok, mut inputs) = (0usize, 0usize);
     for round in 0..16_000 {
         let (schema, block) = &seeds[round % seeds.len()];
@@ -176,7 +128,7 @@ fn twenty_thousand_mutated_blocks_never_panic() {
     for round in 0..2_000 {
         let (schema, _) = &seeds[round % seeds.len()];
         let n = rng.below(64);
-        let input: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+        let input: Vec<u8> = (0..n).map(|_| rng.byte()).collect();
         ok += usize::from(decode_checked(schema, &input));
         inputs += 1;
     }
@@ -188,11 +140,11 @@ fn twenty_thousand_mutated_blocks_never_panic() {
 #[test]
 fn mutated_arrow_frames_never_panic() {
     use floe_tunnel_codec::arrow_frame::{ArrowBlockWriter, unframe_arrow_block};
-    let mut rng = Rng(0xa770_f4a3);
+    let mut rng = Rng::new(0xa770_f4a3);
     let mut intact = 0;
     for round in 0..4_000 {
         let len = rng.below(300);
-        let payload: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let payload: Vec<u8> = (0..len).map(|_| rng.byte()).collect();
         let mut w = ArrowBlockWriter::new(1 + (round % 97) as u32).unwrap();
         w.write(&payload);
         let mut block = w.finish();
