@@ -1,0 +1,206 @@
+//! The behaviour every checkpoint backend must show, as a test suite any backend's tests call:
+//! `floe_checkpoint::conformance::run_all(&store).await`.
+//!
+//! Includes a concurrency check: many tasks incrementing one counter with compare-and-set must
+//! never lose an update.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use floe_core::Result;
+
+use crate::store::{CheckpointStore, StoreExt};
+
+fn check(cond: bool, what: &str) -> Result<()> {
+    if cond {
+        Ok(())
+    } else {
+        Err(floe_core::Error::unexpected(format!("conformance: {what}")))
+    }
+}
+
+/// Keys are put under `prefix` so one backend instance can run the suite more than once.
+pub async fn basic_cas(store: &dyn CheckpointStore, prefix: &str) -> Result<()> {
+    let k = format!("{prefix}/a");
+    check(store.get(&k).await?.is_none(), "a new key reads as absent")?;
+    let v1 = store.put_if_absent(&k, b"one", None).await?;
+    check(v1.is_some(), "put_if_absent on an absent key succeeds")?;
+    let v1 = v1.unwrap_or_else(|| unreachable!());
+    check(
+        store.put_if_absent(&k, b"again", None).await?.is_none(),
+        "put_if_absent on a present key fails",
+    )?;
+    let e = store.get(&k).await?;
+    check(
+        e.as_ref().map(|e| e.value.as_slice()) == Some(b"one"),
+        "get returns the value",
+    )?;
+    check(
+        e.map(|e| e.version) == Some(v1.clone()),
+        "get returns the version",
+    )?;
+    let v2 = store.put_if_version(&k, b"two", &v1, None).await?;
+    check(
+        v2.is_some(),
+        "put_if_version with the current version succeeds",
+    )?;
+    let v2 = v2.unwrap_or_else(|| unreachable!());
+    check(v2 != v1, "a write changes the version")?;
+    check(
+        store
+            .put_if_version(&k, b"stale", &v1, None)
+            .await?
+            .is_none(),
+        "put_if_version with a stale version fails",
+    )?;
+    check(
+        !store.delete_if_version(&k, &v1).await?,
+        "delete_if_version with a stale version fails",
+    )?;
+    check(
+        store.delete_if_version(&k, &v2).await?,
+        "delete_if_version with the current version succeeds",
+    )?;
+    check(
+        store.get(&k).await?.is_none(),
+        "a deleted key reads as absent",
+    )?;
+    let v3 = store.put_if_absent(&k, b"three", None).await?;
+    check(v3.is_some(), "a deleted key can be written again")?;
+    check(
+        v3.as_ref() != Some(&v1),
+        "a rewritten key does not reuse an old version (no ABA)",
+    )?;
+    check(
+        store.put_if_version(&k, b"aba", &v1, None).await?.is_none(),
+        "an old version does not match a rewritten key",
+    )?;
+    Ok(())
+}
+
+/// Scans return live entries under a prefix, in key order, and nothing else.
+pub async fn scan_prefix(store: &dyn CheckpointStore, prefix: &str) -> Result<()> {
+    for k in ["s/b", "s/a", "s/c/d", "t/a", "s"] {
+        store
+            .put_if_absent(&format!("{prefix}/{k}"), k.as_bytes(), None)
+            .await?;
+    }
+    let keys: Vec<String> = store
+        .scan(&format!("{prefix}/s/"))
+        .await?
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    let want: Vec<String> = ["s/a", "s/b", "s/c/d"]
+        .iter()
+        .map(|k| format!("{prefix}/{k}"))
+        .collect();
+    check(
+        keys == want,
+        &format!("scan returns the keys under the prefix in order, got {keys:?}"),
+    )
+}
+
+/// Expired entries read as absent, can be inserted over, and are purged.
+pub async fn ttl(store: &dyn CheckpointStore, prefix: &str) -> Result<()> {
+    let k = format!("{prefix}/ttl");
+    let v = store
+        .put_if_absent(&k, b"short", Some(Duration::from_millis(50)))
+        .await?;
+    check(v.is_some(), "insert with ttl")?;
+    check(
+        store.get(&k).await?.is_some(),
+        "an entry is live before its ttl",
+    )?;
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    check(
+        store.get(&k).await?.is_none(),
+        "an expired entry reads as absent",
+    )?;
+    check(
+        store.scan(&k).await?.is_empty(),
+        "an expired entry is not scanned",
+    )?;
+    let stale = v.unwrap_or_else(|| unreachable!());
+    check(
+        store
+            .put_if_version(&k, b"late", &stale, None)
+            .await?
+            .is_none(),
+        "an expired entry cannot be updated",
+    )?;
+    let k2 = format!("{prefix}/ttl2");
+    store
+        .put_if_absent(&k2, b"short", Some(Duration::from_millis(10)))
+        .await?;
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    check(
+        store.put_if_absent(&k, b"fresh", None).await?.is_some(),
+        "an expired key can be inserted again",
+    )?;
+    check(
+        store.purge_expired().await? >= 1,
+        "purge removes expired entries",
+    )?;
+    Ok(())
+}
+
+/// `tasks` tasks each add 1 to a shared counter `rounds` times with read / compare-and-set /
+/// retry; the final value must be `tasks * rounds` (no lost update). Tasks take the given store
+/// handles in turn, so several handles on one backend (as several processes would hold) contend
+/// for the same key.
+pub async fn concurrent_counter(
+    stores: &[Arc<dyn CheckpointStore>],
+    prefix: &str,
+    tasks: usize,
+    rounds: usize,
+) -> Result<()> {
+    let store = stores
+        .first()
+        .ok_or_else(|| floe_core::Error::unexpected("conformance: no store given"))?
+        .clone();
+    let k = format!("{prefix}/counter");
+    store.insert_json(&k, &0u64, None).await?;
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let store = stores[t % stores.len()].clone();
+        let k = k.clone();
+        handles.push(tokio::spawn(async move {
+            let mut conflicts = 0u64;
+            for _ in 0..rounds {
+                loop {
+                    let (n, v) = store
+                        .get_json::<u64>(&k)
+                        .await?
+                        .ok_or_else(|| floe_core::Error::unexpected("counter vanished"))?;
+                    if store.update_json(&k, &(n + 1), &v, None).await?.is_some() {
+                        break;
+                    }
+                    conflicts += 1;
+                    tokio::task::yield_now().await;
+                }
+            }
+            Ok::<u64, floe_core::Error>(conflicts)
+        }));
+    }
+    for h in handles {
+        h.await
+            .map_err(|e| floe_core::Error::unexpected(format!("task failed: {e}")))??;
+    }
+    let (n, _) = store
+        .get_json::<u64>(&k)
+        .await?
+        .ok_or_else(|| floe_core::Error::unexpected("counter vanished"))?;
+    check(
+        n == (tasks * rounds) as u64,
+        &format!("counter is {n}, expected {}", tasks * rounds),
+    )
+}
+
+/// Run every check.
+pub async fn run_all(store: Arc<dyn CheckpointStore>, prefix: &str) -> Result<()> {
+    basic_cas(store.as_ref(), prefix).await?;
+    scan_prefix(store.as_ref(), prefix).await?;
+    ttl(store.as_ref(), prefix).await?;
+    concurrent_counter(&[store], prefix, 8, 25).await
+}

@@ -1,0 +1,207 @@
+//! The SQLite backend: one table in a local database file (the embedded default).
+//!
+//! Versions are random 64-bit values rather than counters, so a key deleted and written again
+//! never repeats a version a slow writer may still hold (no ABA). The database runs in WAL mode
+//! with a busy timeout, so several local processes can share it.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use floe_core::{Error, ErrorKind, Result};
+use sqlx::Row;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+
+use crate::store::{CheckpointStore, Entry, Version, now_ms};
+
+/// The SQLite checkpoint store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+fn db_err(what: &str, e: sqlx::Error) -> Error {
+    let busy = matches!(&e, sqlx::Error::Database(d) if d.message().contains("locked") || d.message().contains("busy"));
+    Error::new(
+        if busy {
+            ErrorKind::Conflict
+        } else {
+            ErrorKind::Io
+        },
+        format!("checkpoint table: {what}"),
+    )
+    .with_source(e)
+}
+
+fn new_version() -> Version {
+    Version(format!("{:016x}", uuid::Uuid::new_v4().as_u64_pair().0))
+}
+
+fn expiry(ttl: Option<Duration>) -> Option<i64> {
+    ttl.map(|t| now_ms() + i64::try_from(t.as_millis()).unwrap_or(i64::MAX / 2))
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `path`.
+    pub async fn open(path: &Path) -> Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::from(e).while_doing(format!("failed to create {}", dir.display()))
+            })?;
+        }
+        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .map_err(|e| Error::config("checkpoint.path", e))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(30));
+        Self::connect(opts).await
+    }
+
+    /// A private in-memory database (tests).
+    pub async fn in_memory() -> Result<Self> {
+        let opts = SqliteConnectOptions::from_str("sqlite::memory:")
+            .map_err(|e| Error::unexpected("bad sqlite options").with_source(e))?;
+        Self::connect(opts).await
+    }
+
+    async fn connect(opts: SqliteConnectOptions) -> Result<Self> {
+        // One connection for an in-memory database (each connection would be its own database).
+        let pool = SqlitePoolOptions::new()
+            .max_connections(if opts.get_filename().as_os_str() == ":memory:" {
+                1
+            } else {
+                4
+            })
+            .connect_with(opts)
+            .await
+            .map_err(|e| db_err("failed to open", e))?;
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS floe_checkpoint (
+                key TEXT PRIMARY KEY NOT NULL,
+                value BLOB NOT NULL,
+                version TEXT NOT NULL,
+                expires_at INTEGER
+            )",
+        )
+        .execute(&pool)
+        .await
+        .map_err(|e| db_err("failed to create table", e))?;
+        Ok(SqliteStore { pool })
+    }
+}
+
+#[async_trait]
+impl CheckpointStore for SqliteStore {
+    async fn get(&self, key: &str) -> Result<Option<Entry>> {
+        let row = sqlx::query(
+            "SELECT value, version, expires_at FROM floe_checkpoint
+             WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)",
+        )
+        .bind(key)
+        .bind(now_ms())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_err("failed to read", e))?;
+        Ok(row.map(|r| Entry {
+            key: key.to_owned(),
+            value: r.get(0),
+            version: Version(r.get(1)),
+            expires_at_ms: r.get(2),
+        }))
+    }
+
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        value: &[u8],
+        ttl: Option<Duration>,
+    ) -> Result<Option<Version>> {
+        let version = new_version();
+        let done = sqlx::query(
+            "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES (?, ?, ?, ?)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
+               expires_at = excluded.expires_at
+             WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= ?",
+        )
+        .bind(key)
+        .bind(value)
+        .bind(&version.0)
+        .bind(expiry(ttl))
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_err("failed to insert", e))?;
+        Ok((done.rows_affected() == 1).then_some(version))
+    }
+
+    async fn put_if_version(
+        &self,
+        key: &str,
+        value: &[u8],
+        expected: &Version,
+        ttl: Option<Duration>,
+    ) -> Result<Option<Version>> {
+        let version = new_version();
+        let done = sqlx::query(
+            "UPDATE floe_checkpoint SET value = ?, version = ?, expires_at = ?
+             WHERE key = ? AND version = ? AND (expires_at IS NULL OR expires_at > ?)",
+        )
+        .bind(value)
+        .bind(&version.0)
+        .bind(expiry(ttl))
+        .bind(key)
+        .bind(&expected.0)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_err("failed to update", e))?;
+        Ok((done.rows_affected() == 1).then_some(version))
+    }
+
+    async fn delete_if_version(&self, key: &str, expected: &Version) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM floe_checkpoint WHERE key = ? AND version = ?")
+            .bind(key)
+            .bind(&expected.0)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db_err("failed to delete", e))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn scan(&self, prefix: &str) -> Result<Vec<Entry>> {
+        // Range scan on the primary key: prefix <= key < prefix + U+10FFFF.
+        let upper = format!("{prefix}\u{10ffff}");
+        let rows = sqlx::query(
+            "SELECT key, value, version, expires_at FROM floe_checkpoint
+             WHERE key >= ? AND key < ? AND (expires_at IS NULL OR expires_at > ?)
+             ORDER BY key",
+        )
+        .bind(prefix)
+        .bind(&upper)
+        .bind(now_ms())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_err("failed to scan", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Entry {
+                key: r.get(0),
+                value: r.get(1),
+                version: Version(r.get(2)),
+                expires_at_ms: r.get(3),
+            })
+            .collect())
+    }
+
+    async fn purge_expired(&self) -> Result<u64> {
+        let done = sqlx::query(
+            "DELETE FROM floe_checkpoint WHERE expires_at IS NOT NULL AND expires_at <= ?",
+        )
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_err("failed to purge", e))?;
+        Ok(done.rows_affected())
+    }
+}

@@ -1,0 +1,136 @@
+//! The store trait and the typed helpers on top of it.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use floe_core::{Error, Result};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// An entry's version: opaque, compared for equality only (a counter in SQLite, an ETag in an
+/// object store).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Version(pub String);
+
+/// One entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The key.
+    pub key: String,
+    /// The value (floe writes JSON).
+    pub value: Vec<u8>,
+    /// The version to pass to conditional writes.
+    pub version: Version,
+    /// When the entry expires, in ms since the epoch.
+    pub expires_at_ms: Option<i64>,
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// A checkpoint table backend; see the crate doc.
+#[async_trait]
+pub trait CheckpointStore: Send + Sync + Debug {
+    /// The entry under `key`, unless absent or expired.
+    async fn get(&self, key: &str) -> Result<Option<Entry>>;
+
+    /// Write `value` under `key` if no live entry is there. `None` when one is.
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        value: &[u8],
+        ttl: Option<Duration>,
+    ) -> Result<Option<Version>>;
+
+    /// Replace the entry under `key` if its version is still `expected`. `None` when it is not
+    /// (changed, deleted or expired since it was read).
+    async fn put_if_version(
+        &self,
+        key: &str,
+        value: &[u8],
+        expected: &Version,
+        ttl: Option<Duration>,
+    ) -> Result<Option<Version>>;
+
+    /// Delete the entry under `key` if its version is still `expected`.
+    async fn delete_if_version(&self, key: &str, expected: &Version) -> Result<bool>;
+
+    /// Every live entry whose key starts with `prefix`, in key order.
+    async fn scan(&self, prefix: &str) -> Result<Vec<Entry>>;
+
+    /// Remove expired entries; returns how many went.
+    async fn purge_expired(&self) -> Result<u64>;
+}
+
+/// JSON helpers over any store.
+#[async_trait]
+pub trait StoreExt: CheckpointStore {
+    /// `get` and decode.
+    async fn get_json<T: DeserializeOwned + Send>(
+        &self,
+        key: &str,
+    ) -> Result<Option<(T, Version)>> {
+        match self.get(key).await? {
+            None => Ok(None),
+            Some(e) => Ok(Some((decode(&e)?, e.version))),
+        }
+    }
+
+    /// Encode and `put_if_absent`.
+    async fn insert_json<T: Serialize + Sync>(
+        &self,
+        key: &str,
+        value: &T,
+        ttl: Option<Duration>,
+    ) -> Result<Option<Version>> {
+        self.put_if_absent(key, &encode(value)?, ttl).await
+    }
+
+    /// Encode and `put_if_version`.
+    async fn update_json<T: Serialize + Sync>(
+        &self,
+        key: &str,
+        value: &T,
+        expected: &Version,
+        ttl: Option<Duration>,
+    ) -> Result<Option<Version>> {
+        self.put_if_version(key, &encode(value)?, expected, ttl)
+            .await
+    }
+
+    /// `scan` and decode every entry.
+    async fn scan_json<T: DeserializeOwned + Send>(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, T, Version)>> {
+        let mut out = Vec::new();
+        for e in self.scan(prefix).await? {
+            let v = decode(&e)?;
+            out.push((e.key, v, e.version));
+        }
+        Ok(out)
+    }
+}
+
+impl<S: CheckpointStore + ?Sized> StoreExt for S {}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value)
+        .map_err(|e| Error::unexpected("failed to encode checkpoint entry").with_source(e))
+}
+
+fn decode<T: DeserializeOwned>(e: &Entry) -> Result<T> {
+    serde_json::from_slice(&e.value).map_err(|err| {
+        Error::new(
+            floe_core::ErrorKind::Protocol,
+            format!(
+                "checkpoint entry `{}` does not hold what floe expects",
+                e.key
+            ),
+        )
+        .with_source(err)
+    })
+}
