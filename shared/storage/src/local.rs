@@ -1,0 +1,344 @@
+//! A local folder treated as a bucket: keys are paths relative to the folder, `/`-separated.
+//!
+//! The ETag of a file is its modification time and size (`<mtime ns hex>-<size hex>`): a changed
+//! file gets a new one without reading it, the way `make` and `rsync` notice changes. Files and
+//! folders whose names start with `.` are not listed, so writers can upload to a dot-file and
+//! rename it into place.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use chrono::{DateTime, Utc};
+use floe_core::{Error, ErrorKind, Provider, Result};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+use crate::store::{GetResult, ListPage, ObjectMeta, ObjectStore, PutMode};
+
+const READ_CHUNK: usize = 1 << 20;
+
+/// A folder as a bucket.
+#[derive(Debug, Clone)]
+pub struct LocalStore {
+    root: PathBuf,
+    bucket: String,
+}
+
+impl LocalStore {
+    /// A store over `root` (created if missing), reported under the bucket name `bucket`.
+    pub fn new(root: impl Into<PathBuf>, bucket: impl Into<String>) -> Result<Self> {
+        let root = root.into();
+        std::fs::create_dir_all(&root).map_err(|e| {
+            Error::from(e).while_doing(format!("failed to create {}", root.display()))
+        })?;
+        let root = root.canonicalize().map_err(|e| {
+            Error::from(e).while_doing(format!("failed to resolve {}", root.display()))
+        })?;
+        Ok(LocalStore {
+            root,
+            bucket: bucket.into(),
+        })
+    }
+
+    /// The folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, key: &str) -> Result<PathBuf> {
+        if key.is_empty()
+            || key.split('/').any(|seg| seg == ".." || seg == ".")
+            || key.starts_with('/')
+        {
+            return Err(Error::invalid_input(format!("invalid object key `{key}`")));
+        }
+        Ok(self.root.join(key))
+    }
+
+    fn meta(key: String, md: &std::fs::Metadata) -> ObjectMeta {
+        let modified = md.modified().ok();
+        let nanos = modified
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        ObjectMeta {
+            key,
+            size: md.len(),
+            etag: Some(format!("{nanos:x}-{:x}", md.len())),
+            last_modified: modified.map(DateTime::<Utc>::from),
+            version_id: None,
+            content_type: None,
+            content_encoding: None,
+        }
+    }
+
+    /// Every file under `dir` whose key starts with `prefix`, sorted by key.
+    fn walk(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.root.clone()];
+        while let Some(dir) = stack.pop() {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(
+                        Error::from(e).while_doing(format!("failed to list {}", dir.display()))
+                    );
+                }
+            };
+            for entry in entries {
+                let entry = entry.map_err(Error::from)?;
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                if name.starts_with('.') {
+                    continue;
+                }
+                let path = entry.path();
+                let rel = path
+                    .strip_prefix(&self.root)
+                    .map_err(|_| Error::unexpected("walked outside the root"))?;
+                let key = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                let ft = entry.file_type().map_err(Error::from)?;
+                if ft.is_dir() {
+                    // Only descend where keys can still match the prefix.
+                    let dir_key = format!("{key}/");
+                    if dir_key.starts_with(prefix) || prefix.starts_with(&dir_key) {
+                        stack.push(path);
+                    }
+                } else if ft.is_file() && key.starts_with(prefix) {
+                    let md = entry.metadata().map_err(Error::from)?;
+                    out.push(Self::meta(key, &md));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for LocalStore {
+    fn provider(&self) -> Provider {
+        Provider::Local
+    }
+
+    fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    fn url(&self, key: &str) -> String {
+        format!("file://{}/{key}", self.root.display())
+    }
+
+    async fn list(&self, prefix: &str, token: Option<&str>, max_keys: usize) -> Result<ListPage> {
+        let this = self.clone();
+        let prefix = prefix.to_owned();
+        let all = tokio::task::spawn_blocking(move || this.walk(&prefix))
+            .await
+            .map_err(|e| Error::unexpected(format!("listing task failed: {e}")))??;
+        let start = match token {
+            Some(t) => all.partition_point(|m| m.key.as_str() <= t),
+            None => 0,
+        };
+        let end = (start + max_keys.max(1)).min(all.len());
+        let objects = all[start..end].to_vec();
+        let next_token = (end < all.len())
+            .then(|| objects.last().map(|m| m.key.clone()))
+            .flatten();
+        Ok(ListPage {
+            objects,
+            next_token,
+        })
+    }
+
+    async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
+        match tokio::fs::metadata(self.path(key)?).await {
+            Ok(md) if md.is_file() => Ok(Some(Self::meta(key.to_owned(), &md))),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::from(e).while_doing(format!("failed to stat {}", self.url(key)))),
+        }
+    }
+
+    async fn get(&self, key: &str) -> Result<GetResult> {
+        let path = self.path(key)?;
+        let file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| Error::from(e).while_doing(format!("failed to open {}", self.url(key))))?;
+        let md = file.metadata().await.map_err(Error::from)?;
+        let meta = Self::meta(key.to_owned(), &md);
+        let body = futures::stream::try_unfold(file, |mut file| async move {
+            let mut buf = BytesMut::with_capacity(READ_CHUNK);
+            while buf.len() < READ_CHUNK {
+                let n = file.read_buf(&mut buf).await.map_err(Error::from)?;
+                if n == 0 {
+                    break;
+                }
+            }
+            if buf.is_empty() {
+                Ok(None)
+            } else {
+                Ok(Some((buf.freeze(), file)))
+            }
+        });
+        Ok(GetResult {
+            meta,
+            body: Box::pin(body),
+        })
+    }
+
+    async fn get_range(&self, key: &str, start: u64, end: u64) -> Result<Bytes> {
+        let mut file = tokio::fs::File::open(self.path(key)?)
+            .await
+            .map_err(|e| Error::from(e).while_doing(format!("failed to open {}", self.url(key))))?;
+        file.seek(std::io::SeekFrom::Start(start))
+            .await
+            .map_err(Error::from)?;
+        let mut buf = vec![0u8; end.saturating_sub(start) as usize];
+        file.read_exact(&mut buf).await.map_err(Error::from)?;
+        Ok(Bytes::from(buf))
+    }
+
+    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<Option<String>> {
+        let path = self.path(key)?;
+        if let Some(dir) = path.parent() {
+            tokio::fs::create_dir_all(dir).await.map_err(Error::from)?;
+        }
+        match &mode {
+            PutMode::IfAbsent => {
+                let mut f = match tokio::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .await
+                {
+                    Ok(f) => f,
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+                    Err(e) => return Err(Error::from(e)),
+                };
+                f.write_all(&body).await.map_err(Error::from)?;
+                f.sync_all().await.map_err(Error::from)?;
+            }
+            PutMode::IfMatch(etag) => {
+                let current = self.head(key).await?;
+                if current.and_then(|m| m.etag).as_deref() != Some(etag.as_str()) {
+                    return Ok(None);
+                }
+                write_atomically(&path, &body).await?;
+            }
+            PutMode::Overwrite => write_atomically(&path, &body).await?,
+        }
+        Ok(self.head(key).await?.and_then(|m| m.etag))
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        match tokio::fs::remove_file(self.path(key)?).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::from(e)),
+        }
+    }
+
+    fn local_path(&self, key: &str) -> Option<PathBuf> {
+        self.path(key).ok()
+    }
+}
+
+/// Write to a dot-file beside the target, then rename over it.
+async fn write_atomically(path: &Path, body: &[u8]) -> Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "object path has no file name"))?;
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    tokio::fs::write(&tmp, body).await.map_err(Error::from)?;
+    tokio::fs::rename(&tmp, path).await.map_err(Error::from)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect_body;
+
+    #[tokio::test]
+    async fn lists_pages_reads_and_writes_conditionally() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path(), "local").unwrap();
+        for k in [
+            "b/2.json",
+            "a/1.json",
+            "a/nested/3.csv",
+            ".hidden/x",
+            "a/.part",
+        ] {
+            store
+                .put(k, Bytes::from(k.to_owned()), PutMode::Overwrite)
+                .await
+                .unwrap();
+        }
+        let mut keys = Vec::new();
+        let mut token = None;
+        loop {
+            let page = store.list("", token.as_deref(), 2).await.unwrap();
+            keys.extend(page.objects.iter().map(|m| m.key.clone()));
+            match page.next_token {
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+        assert_eq!(keys, ["a/1.json", "a/nested/3.csv", "b/2.json"]);
+        let page = store.list("a/n", None, 100).await.unwrap();
+        assert_eq!(page.objects.len(), 1);
+
+        let got = store.get("a/1.json").await.unwrap();
+        assert_eq!(got.meta.size, 8);
+        assert_eq!(collect_body(got.body, 100).await.unwrap(), b"a/1.json");
+        assert_eq!(
+            store.get_range("a/1.json", 2, 5).await.unwrap().as_ref(),
+            b"1.j"
+        );
+        assert_eq!(
+            store.get("nope").await.unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+
+        assert!(
+            store
+                .put("c", Bytes::from("1"), PutMode::IfAbsent)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            store
+                .put("c", Bytes::from("2"), PutMode::IfAbsent)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let etag = store.head("c").await.unwrap().unwrap().etag.unwrap();
+        assert!(
+            store
+                .put("c", Bytes::from("22"), PutMode::IfMatch("stale".into()))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let new = store
+            .put("c", Bytes::from("22"), PutMode::IfMatch(etag.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_ne!(new, etag);
+        assert!(store.get("../escape").await.is_err());
+        assert_eq!(
+            store.url("a/1.json"),
+            format!("file://{}/a/1.json", store.root().display())
+        );
+    }
+}
