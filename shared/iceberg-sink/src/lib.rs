@@ -1,1 +1,22 @@
-//! The Iceberg sink: catalogs, the Parquet writer stack and the exactly-once committer.
+//! The Iceberg sink: catalogs, the Parquet writer stack and the exactly-once append.
+//!
+//! - [`catalog`]: open a catalog from Kafka Connect-style `iceberg.catalog.*` properties.
+//! - [`table`]: find or create tables (schema, partition spec, zstd Parquet properties).
+//! - [`writer`]: Arrow batches → partitioned, rolled Parquet data files with column statistics.
+//! - [`staged`]: data files as kept in the checkpoint table until they are committed.
+//! - [`commit`]: one snapshot per commit, carrying floe's commit id; history checked before retries.
+
+pub mod catalog;
+pub mod commit;
+pub mod schema;
+pub mod staged;
+pub mod table;
+pub mod writer;
+
+pub use catalog::{CatalogConfig, CatalogKind, from_iceberg, open_catalog};
+pub use commit::{
+    AppendOutcome, AppendRequest, CHECKPOINT_PROP, COMMIT_ID_PROP, append_exactly_once, find_commit,
+};
+pub use staged::StagedFile;
+pub use table::{TableDefinition, ensure_table, load_table, parse_ident};
+pub use writer::{TableWriter, WriterOptions, arrow_schema};

@@ -1,0 +1,248 @@
+//! Opening a catalog from Kafka Connect-style properties (`iceberg.catalog.*`, prefix removed).
+//!
+//! | `type` | catalog |
+//! |---|---|
+//! | `sql` (default) | SQLite through iceberg-rust's SQL catalog; same tables as pyiceberg's `SqlCatalog` |
+//! | `rest` | an Iceberg REST catalog (bearer, OAuth2 or AWS SigV4) |
+//! | `s3tables` | the S3 Tables control plane (also OSS Tables) |
+//!
+//! For `sql`, `uri` is a SQLite database: `sqlite:////abs/path.db` (pyiceberg's form),
+//! `sqlite:///abs/path.db`, `jdbc:sqlite:/abs/path.db` or a plain path; relative paths are taken
+//! from `base_dir` (the configuration file's folder). `warehouse` is a folder or `file://` URL.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use floe_core::{Error, ErrorKind, Result};
+use iceberg::io::LocalFsStorageFactory;
+use iceberg::{Catalog, CatalogBuilder};
+use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
+
+/// Which catalog implementation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CatalogKind {
+    /// SQLite (the embedded default).
+    Sql,
+    /// Iceberg REST.
+    Rest,
+    /// S3 Tables / OSS Tables control plane.
+    S3Tables,
+}
+
+/// A catalog's configuration: its name and its properties.
+#[derive(Clone, Debug)]
+pub struct CatalogConfig {
+    /// The catalog's name (pyiceberg must open it under the same name to see the tables).
+    pub name: String,
+    /// Which implementation.
+    pub kind: CatalogKind,
+    /// Every property, Kafka Connect names without the `iceberg.catalog.` prefix.
+    pub props: HashMap<String, String>,
+    /// The folder relative paths are taken from.
+    pub base_dir: PathBuf,
+}
+
+impl CatalogConfig {
+    /// Build from properties; `type` (or a Java `catalog-impl` class name) picks the kind.
+    pub fn from_props(name: &str, props: HashMap<String, String>, base_dir: &Path) -> Result<Self> {
+        let kind = match (
+            props.get("type").map(String::as_str),
+            props.get("catalog-impl").map(String::as_str),
+        ) {
+            (Some("sql") | Some("jdbc"), _) | (None, None) => CatalogKind::Sql,
+            (Some("rest"), _) => CatalogKind::Rest,
+            (Some("s3tables"), _) => CatalogKind::S3Tables,
+            (None, Some(c)) if c.ends_with("JdbcCatalog") => CatalogKind::Sql,
+            (None, Some(c)) if c.ends_with("RESTCatalog") => CatalogKind::Rest,
+            (None, Some(c)) if c.contains("S3TablesCatalog") => CatalogKind::S3Tables,
+            (Some(other), _) => {
+                return Err(Error::config(
+                    "iceberg.catalog.type",
+                    format!("unknown catalog type `{other}`; expected sql, rest or s3tables"),
+                ));
+            }
+            (None, Some(other)) => {
+                return Err(Error::config(
+                    "iceberg.catalog.catalog-impl",
+                    format!("unsupported catalog class `{other}`"),
+                ));
+            }
+        };
+        if name.trim().is_empty() {
+            return Err(Error::config(
+                "iceberg.catalog.name",
+                "the catalog name is empty",
+            ));
+        }
+        Ok(CatalogConfig {
+            name: name.to_owned(),
+            kind,
+            props,
+            base_dir: base_dir.to_owned(),
+        })
+    }
+
+    fn resolve(&self, p: &str) -> PathBuf {
+        let path = Path::new(p);
+        if path.is_absolute() {
+            path.to_owned()
+        } else {
+            self.base_dir.join(path)
+        }
+    }
+
+    /// The SQLite database file of a `sql` catalog.
+    pub fn sqlite_path(&self) -> Result<PathBuf> {
+        let uri = self.props.get("uri").ok_or_else(|| {
+            Error::config(
+                "iceberg.catalog.uri",
+                "a sql catalog needs the sqlite database path",
+            )
+        })?;
+        let path = uri
+            .strip_prefix("sqlite:///")
+            .map(|p| {
+                if p.starts_with('/') {
+                    p.to_owned()
+                } else {
+                    format!("/{p}")
+                }
+            })
+            .or_else(|| uri.strip_prefix("jdbc:sqlite:").map(str::to_owned))
+            .or_else(|| uri.strip_prefix("sqlite://").map(str::to_owned))
+            .or_else(|| uri.strip_prefix("sqlite:").map(str::to_owned))
+            .unwrap_or_else(|| uri.clone());
+        let path = path.split('?').next().unwrap_or_default().to_owned();
+        if path.is_empty() || path == ":memory:" {
+            return Err(Error::config(
+                "iceberg.catalog.uri",
+                "the sqlite database must be a file",
+            ));
+        }
+        Ok(self.resolve(&path))
+    }
+
+    /// The warehouse as a `file://` URL (sql catalog).
+    pub fn local_warehouse(&self) -> Result<String> {
+        let w = self.props.get("warehouse").ok_or_else(|| {
+            Error::config(
+                "iceberg.catalog.warehouse",
+                "a sql catalog needs a warehouse folder",
+            )
+        })?;
+        if w.contains("://") && !w.starts_with("file://") {
+            // Object-store warehouses are for the REST and S3 Tables catalogs.
+            return Err(Error::config(
+                "iceberg.catalog.warehouse",
+                format!("`{w}`: the embedded sql catalog writes to a local folder"),
+            ));
+        }
+        let path = self.resolve(w.strip_prefix("file://").unwrap_or(w));
+        std::fs::create_dir_all(&path).map_err(|e| {
+            Error::from(e).while_doing(format!("failed to create warehouse {}", path.display()))
+        })?;
+        let path = path.canonicalize().map_err(|e| {
+            Error::from(e).while_doing(format!("failed to resolve {}", path.display()))
+        })?;
+        Ok(format!("file://{}", path.display()))
+    }
+}
+
+/// Open the catalog.
+pub async fn open_catalog(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
+    match config.kind {
+        CatalogKind::Sql => {
+            let db = config.sqlite_path()?;
+            if let Some(dir) = db.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    Error::from(e).while_doing(format!("failed to create {}", dir.display()))
+                })?;
+            }
+            let warehouse = config.local_warehouse()?;
+            let mut props: HashMap<String, String> = config
+                .props
+                .iter()
+                .filter(|(k, _)| {
+                    !matches!(
+                        k.as_str(),
+                        "type" | "uri" | "warehouse" | "catalog-impl" | "name"
+                    )
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            props.insert("uri".into(), format!("sqlite://{}?mode=rwc", db.display()));
+            props.insert("warehouse".into(), warehouse);
+            props.insert("sql_bind_style".into(), SqlBindStyle::QMark.to_string());
+            let catalog = SqlCatalogBuilder::default()
+                .with_storage_factory(Arc::new(LocalFsStorageFactory))
+                .load(&config.name, props)
+                .await
+                .map_err(|e| {
+                    from_iceberg(e)
+                        .while_doing(format!("failed to open sql catalog {}", db.display()))
+                })?;
+            Ok(Arc::new(catalog))
+        }
+        CatalogKind::Rest | CatalogKind::S3Tables => Err(Error::new(
+            ErrorKind::Unsupported,
+            "this build of floe has no rest or s3tables catalog yet",
+        )),
+    }
+}
+
+/// Map an iceberg error to floe's, keeping it retryable when iceberg says so.
+pub fn from_iceberg(e: iceberg::Error) -> Error {
+    use iceberg::ErrorKind as K;
+    let kind = match e.kind() {
+        K::TableNotFound | K::NamespaceNotFound => ErrorKind::NotFound,
+        K::CatalogCommitConflicts => ErrorKind::Conflict,
+        K::TableAlreadyExists | K::NamespaceAlreadyExists => ErrorKind::Conflict,
+        K::DataInvalid => ErrorKind::InvalidInput,
+        K::FeatureUnsupported => ErrorKind::Unsupported,
+        K::PreconditionFailed => ErrorKind::Conflict,
+        _ => ErrorKind::Unexpected,
+    };
+    let retryable = e.retryable();
+    let message = e.message().to_lowercase();
+    Error::new(kind, message)
+        .with_retryable(retryable)
+        .with_source(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<CatalogConfig> {
+        let props = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        CatalogConfig::from_props("floe", props, Path::new("/base"))
+    }
+
+    #[test]
+    fn kinds_and_sqlite_uris() {
+        assert_eq!(cfg(&[]).unwrap().kind, CatalogKind::Sql);
+        assert_eq!(cfg(&[("type", "rest")]).unwrap().kind, CatalogKind::Rest);
+        assert_eq!(
+            cfg(&[("catalog-impl", "org.apache.iceberg.rest.RESTCatalog")])
+                .unwrap()
+                .kind,
+            CatalogKind::Rest
+        );
+        let e = cfg(&[("type", "hive")]).unwrap_err();
+        assert!(e.to_string().contains("iceberg.catalog.type"), "{e}");
+        for (uri, want) in [
+            ("sqlite:////abs/c.db", "/abs/c.db"),
+            ("sqlite:///abs/c.db", "/abs/c.db"),
+            ("jdbc:sqlite:/abs/c.db", "/abs/c.db"),
+            ("rel/c.db", "/base/rel/c.db"),
+            ("sqlite:rel.db?mode=rwc", "/base/rel.db"),
+        ] {
+            let c = cfg(&[("uri", uri)]).unwrap();
+            assert_eq!(c.sqlite_path().unwrap(), PathBuf::from(want), "{uri}");
+        }
+    }
+}

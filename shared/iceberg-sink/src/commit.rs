@@ -1,0 +1,165 @@
+//! Appending staged data files to a table exactly once.
+//!
+//! Every append carries floe's commit id in its snapshot summary (`floe.commit-id`). Before each
+//! attempt, and so before any retry, the table's history (the current snapshot and its
+//! ancestors) is searched for that id: if an earlier attempt landed (its answer lost to a
+//! timeout, a 5xx, a crash) the commit is reported as already done instead of being applied a
+//! second time. Conflicts (another writer moved the table) are retried with backoff and jitter
+//! until the deadline; the files themselves do not change between attempts.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use floe_core::{Error, ErrorKind, Result};
+use iceberg::Catalog;
+use iceberg::TableIdent;
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+
+use crate::catalog::from_iceberg;
+use crate::table::load_table;
+
+/// Snapshot summary key holding floe's commit id.
+pub const COMMIT_ID_PROP: &str = "floe.commit-id";
+/// Snapshot summary key holding floe's checkpoint (the batches the snapshot took).
+pub const CHECKPOINT_PROP: &str = "floe.checkpoint";
+
+/// How an append ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// This call made the snapshot.
+    Committed {
+        /// The new snapshot.
+        snapshot_id: i64,
+    },
+    /// An earlier attempt had already made it (found in the history).
+    AlreadyCommitted {
+        /// The snapshot found.
+        snapshot_id: i64,
+    },
+}
+
+/// The snapshot in `table`'s current lineage whose summary carries `commit_id`, if any.
+pub fn find_commit(table: &Table, commit_id: &str) -> Option<i64> {
+    let metadata = table.metadata();
+    let mut next = metadata.current_snapshot().map(|s| s.snapshot_id());
+    let mut seen = 0usize;
+    while let Some(id) = next {
+        let snapshot = metadata.snapshot_by_id(id)?;
+        if snapshot
+            .summary()
+            .additional_properties
+            .get(COMMIT_ID_PROP)
+            .map(String::as_str)
+            == Some(commit_id)
+        {
+            return Some(id);
+        }
+        next = snapshot.parent_snapshot_id();
+        seen += 1;
+        if seen > 100_000 {
+            break; // a cycle would be a corrupt table; do not loop forever
+        }
+    }
+    None
+}
+
+/// What to append.
+#[derive(Clone, Debug)]
+pub struct AppendRequest {
+    /// The table.
+    pub table: TableIdent,
+    /// The data files.
+    pub files: Vec<DataFile>,
+    /// floe's commit id for this append.
+    pub commit_id: String,
+    /// Extra snapshot summary properties (the checkpoint).
+    pub summary: HashMap<String, String>,
+    /// Give up retrying after this instant.
+    pub deadline: Instant,
+}
+
+/// Hook called after each attempt that reached the catalog with whether it succeeded; returning
+/// `true` makes floe treat the attempt as lost (tests simulate a response lost after the catalog
+/// applied the commit).
+pub type AfterAttempt<'a> = &'a (dyn Fn(bool) -> bool + Send + Sync);
+
+/// Append `req.files` in one snapshot, exactly once; see the module doc.
+pub async fn append_exactly_once(
+    catalog: &dyn Catalog,
+    req: &AppendRequest,
+) -> Result<AppendOutcome> {
+    append_with_hook(catalog, req, &|_| false).await
+}
+
+/// [`append_exactly_once`] with a hook after each attempt.
+pub async fn append_with_hook(
+    catalog: &dyn Catalog,
+    req: &AppendRequest,
+    after_attempt: AfterAttempt<'_>,
+) -> Result<AppendOutcome> {
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let table = load_table(catalog, &req.table).await?.ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("table {} does not exist", req.table),
+            )
+        })?;
+        if let Some(snapshot_id) = find_commit(&table, &req.commit_id) {
+            return Ok(AppendOutcome::AlreadyCommitted { snapshot_id });
+        }
+        let mut summary = req.summary.clone();
+        summary.insert(COMMIT_ID_PROP.into(), req.commit_id.clone());
+        let tx = Transaction::new(&table);
+        let action = tx
+            .fast_append()
+            // floe's own commit ids already guard against adding files twice; the duplicate check
+            // would read every manifest of the table on every commit.
+            .with_check_duplicate(false)
+            .set_snapshot_properties(summary)
+            .add_data_files(req.files.clone());
+        let tx = action.apply(tx).map_err(from_iceberg)?;
+        let result = tx.commit(catalog).await;
+        let lost = after_attempt(result.is_ok());
+        let err = match result {
+            Ok(_) if lost => Error::new(ErrorKind::StateUnknown, "the commit's answer was lost"),
+            Ok(t) => {
+                let snapshot_id = find_commit(&t, &req.commit_id)
+                    .or_else(|| t.metadata().current_snapshot_id())
+                    .ok_or_else(|| {
+                        Error::unexpected("commit returned a table without a current snapshot")
+                    })?;
+                tracing::info!(table = %req.table, commit_id = %req.commit_id, snapshot_id, files = req.files.len(), "snapshot committed");
+                return Ok(AppendOutcome::Committed { snapshot_id });
+            }
+            Err(e) => from_iceberg(e),
+        };
+        let retry = err.is_retryable()
+            || matches!(
+                err.kind(),
+                ErrorKind::Conflict
+                    | ErrorKind::StateUnknown
+                    | ErrorKind::Io
+                    | ErrorKind::Unexpected
+            );
+        let delay = backoff(attempt);
+        if !retry || Instant::now() + delay >= req.deadline {
+            return Err(err.while_doing(format!(
+                "failed to commit {} to {}",
+                req.commit_id, req.table
+            )));
+        }
+        tracing::warn!(table = %req.table, commit_id = %req.commit_id, attempt, error = %err, "commit conflict or unknown outcome; checking history before retrying");
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// Exponential backoff with full jitter: 100 ms doubling to 10 s.
+fn backoff(attempt: u32) -> Duration {
+    let cap = 100u64.saturating_mul(1 << attempt.min(7)).min(10_000);
+    let jitter = uuid::Uuid::new_v4().as_u64_pair().0 % cap.max(1);
+    Duration::from_millis(cap / 2 + jitter / 2)
+}

@@ -1,0 +1,110 @@
+//! Finding or creating the tables floe writes to.
+
+use std::collections::HashMap;
+
+use floe_core::{Error, ErrorKind, Result};
+use floe_schema::TableSchema;
+use floe_schema::partition::PartitionField;
+use iceberg::table::Table;
+use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
+
+use crate::catalog::from_iceberg;
+use crate::schema::{to_iceberg_schema, to_partition_spec};
+
+/// Table properties floe sets on tables it creates.
+pub fn default_table_properties() -> HashMap<String, String> {
+    HashMap::from([
+        ("write.format.default".into(), "parquet".into()),
+        ("write.parquet.compression-codec".into(), "zstd".into()),
+        (
+            "created-by".into(),
+            format!("floe {}", env!("CARGO_PKG_VERSION")),
+        ),
+    ])
+}
+
+/// Parse `ns.table` or `a.b.table` (the last part is the table).
+pub fn parse_ident(name: &str) -> Result<TableIdent> {
+    let parts: Vec<&str> = name.split('.').collect();
+    if parts.len() < 2 || parts.iter().any(|p| p.trim().is_empty()) {
+        return Err(Error::config(
+            "table",
+            format!("`{name}` is not `namespace.table`"),
+        ));
+    }
+    TableIdent::from_strs(parts).map_err(|e| Error::config("table", e))
+}
+
+/// What to create when the table does not exist.
+#[derive(Clone, Debug)]
+pub struct TableDefinition {
+    /// The schema.
+    pub schema: TableSchema,
+    /// The partition fields.
+    pub partition_by: Vec<PartitionField>,
+    /// Extra table properties (on top of [`default_table_properties`]).
+    pub properties: HashMap<String, String>,
+}
+
+/// Load the table, or `None` when it does not exist.
+pub async fn load_table(catalog: &dyn Catalog, ident: &TableIdent) -> Result<Option<Table>> {
+    match catalog.load_table(ident).await {
+        Ok(t) => Ok(Some(t)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                iceberg::ErrorKind::TableNotFound | iceberg::ErrorKind::NamespaceNotFound
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(from_iceberg(e).while_doing(format!("failed to load table {ident}"))),
+    }
+}
+
+/// Load the table, creating its namespace and the table from `definition` if needed. Safe to
+/// race: losing a create race loads what the winner made.
+pub async fn ensure_table(
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+    definition: &TableDefinition,
+) -> Result<Table> {
+    if let Some(t) = load_table(catalog, ident).await? {
+        return Ok(t);
+    }
+    let ns: &NamespaceIdent = ident.namespace();
+    match catalog.create_namespace(ns, HashMap::new()).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == iceberg::ErrorKind::NamespaceAlreadyExists => {}
+        Err(e) => {
+            return Err(
+                from_iceberg(e).while_doing(format!("failed to create namespace {}", ns.join(".")))
+            );
+        }
+    }
+    let schema = to_iceberg_schema(&definition.schema)?;
+    let spec = to_partition_spec(&definition.partition_by, &schema)?;
+    let mut props = default_table_properties();
+    props.extend(definition.properties.clone());
+    let creation = TableCreation::builder()
+        .name(ident.name().to_owned())
+        .schema(schema)
+        .partition_spec(spec)
+        .properties(props)
+        .build();
+    match catalog.create_table(ns, creation).await {
+        Ok(t) => {
+            tracing::info!(table = %ident, "table created");
+            Ok(t)
+        }
+        Err(e) if e.kind() == iceberg::ErrorKind::TableAlreadyExists => {
+            load_table(catalog, ident).await?.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Conflict,
+                    format!("table {ident} vanished while being created"),
+                )
+            })
+        }
+        Err(e) => Err(from_iceberg(e).while_doing(format!("failed to create table {ident}"))),
+    }
+}

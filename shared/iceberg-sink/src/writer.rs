@@ -1,0 +1,164 @@
+//! Writing Arrow batches into a table's data files.
+//!
+//! The writer stack is iceberg-rust's, layered as its writer module describes:
+//! Parquet (zstd, column statistics) → rolling at a target size → data file → fanout by the
+//! table's partition spec. [`TableWriter::close`] returns the data files; committing them is a
+//! separate step (the committer), so the batching policy decides when snapshots are made.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef as ArrowSchemaRef;
+use floe_core::{Error, Result};
+use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::spec::{DataFile, DataFileFormat};
+use iceberg::table::Table;
+use iceberg::writer::base_writer::data_file_writer::{DataFileWriter, DataFileWriterBuilder};
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::partitioning::PartitioningWriter;
+use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
+use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::catalog::from_iceberg;
+
+/// Writer settings.
+#[derive(Clone, Debug)]
+pub struct WriterOptions {
+    /// Roll to a new data file past this many bytes (default 128 MiB).
+    pub target_file_size_bytes: usize,
+    /// Rows per Parquet row group (default 131 072): bounds the memory one open file holds.
+    pub row_group_rows: usize,
+    /// zstd level (default 1: fast, and still far smaller than the input).
+    pub zstd_level: i32,
+    /// Data file names start with this (floe uses the batch id, so files trace back to batches).
+    pub file_prefix: String,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            target_file_size_bytes: 128 << 20,
+            row_group_rows: 128 * 1024,
+            zstd_level: 1,
+            file_prefix: "floe".into(),
+        }
+    }
+}
+
+type Builder =
+    DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+type Writer =
+    DataFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+
+enum Inner {
+    Unpartitioned(Box<Writer>),
+    Partitioned {
+        splitter: RecordBatchPartitionSplitter,
+        fanout: FanoutWriter<Builder>,
+    },
+}
+
+/// Writes batches of one table's Arrow schema into data files.
+pub struct TableWriter {
+    arrow_schema: ArrowSchemaRef,
+    inner: Inner,
+    rows: u64,
+}
+
+impl std::fmt::Debug for TableWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableWriter")
+            .field("rows", &self.rows)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The Arrow schema of a table's current schema (with Parquet field ids), which batches given to
+/// [`TableWriter::write`] must have.
+pub fn arrow_schema(table: &Table) -> Result<ArrowSchemaRef> {
+    let schema = table.metadata().current_schema();
+    let arrow = iceberg::arrow::schema_to_arrow_schema(schema).map_err(from_iceberg)?;
+    Ok(Arc::new(arrow))
+}
+
+impl TableWriter {
+    /// A writer for `table`'s current schema and default partition spec.
+    pub async fn new(table: &Table, opts: &WriterOptions) -> Result<Self> {
+        let metadata = table.metadata();
+        let schema = metadata.current_schema().clone();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(opts.zstd_level).map_err(|e| Error::config("zstd-level", e))?,
+            ))
+            .set_max_row_group_row_count(Some(opts.row_group_rows.max(1)))
+            .build();
+        let parquet = ParquetWriterBuilder::new(props, schema.clone());
+        let location = DefaultLocationGenerator::new(metadata).map_err(from_iceberg)?;
+        let names =
+            DefaultFileNameGenerator::new(opts.file_prefix.clone(), None, DataFileFormat::Parquet);
+        let rolling = RollingFileWriterBuilder::new(
+            parquet,
+            opts.target_file_size_bytes,
+            table.file_io().clone(),
+            location,
+            names,
+        );
+        let builder = DataFileWriterBuilder::new(rolling);
+        let spec = metadata.default_partition_spec().clone();
+        let inner = if spec.is_unpartitioned() {
+            Inner::Unpartitioned(Box::new(builder.build(None).await.map_err(from_iceberg)?))
+        } else {
+            Inner::Partitioned {
+                splitter: RecordBatchPartitionSplitter::try_new_with_computed_values(schema, spec)
+                    .map_err(from_iceberg)?,
+                fanout: FanoutWriter::new(builder),
+            }
+        };
+        Ok(TableWriter {
+            arrow_schema: arrow_schema(table)?,
+            inner,
+            rows: 0,
+        })
+    }
+
+    /// The Arrow schema batches must have.
+    pub fn arrow_schema(&self) -> &ArrowSchemaRef {
+        &self.arrow_schema
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Write one batch (split by partition when the table is partitioned).
+    pub async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.rows += batch.num_rows() as u64;
+        match &mut self.inner {
+            Inner::Unpartitioned(w) => w.write(batch).await.map_err(from_iceberg),
+            Inner::Partitioned { splitter, fanout } => {
+                for (key, part) in splitter.split(&batch).map_err(from_iceberg)? {
+                    fanout.write(key, part).await.map_err(from_iceberg)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Finish every open file and return the data files.
+    pub async fn close(self) -> Result<Vec<DataFile>> {
+        match self.inner {
+            Inner::Unpartitioned(mut w) => w.close().await.map_err(from_iceberg),
+            Inner::Partitioned { fanout, .. } => fanout.close().await.map_err(from_iceberg),
+        }
+    }
+}

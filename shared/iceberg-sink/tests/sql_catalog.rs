@@ -1,0 +1,176 @@
+//! The Iceberg sink on the embedded SQL catalog: create a partitioned table, write batches into
+//! data files, stage them as the checkpoint table would, append exactly once (also when the
+//! commit's answer is lost), and read everything back with pyiceberg.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use floe_iceberg::commit::append_with_hook;
+use floe_iceberg::{
+    AppendOutcome, AppendRequest, CatalogConfig, StagedFile, TableDefinition, TableWriter,
+    WriterOptions, ensure_table, open_catalog, parse_ident,
+};
+use floe_schema::TableSchema;
+use floe_schema::partition::PartitionField;
+
+fn batch(schema: &arrow_schema::SchemaRef, ids: &[i64], day: i64) -> RecordBatch {
+    let ts: Vec<i64> = ids
+        .iter()
+        .map(|i| day * 86_400_000_000 + i * 1_000_000)
+        .collect();
+    RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(ids.to_vec())),
+            Arc::new(StringArray::from(
+                ids.iter()
+                    .map(|i| Some(format!("n{i}")))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(TimestampMicrosecondArray::from(ts).with_timezone("+00:00")),
+        ],
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_stage_commit_once_and_read_back_with_pyiceberg() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let props = HashMap::from([
+        ("type".to_owned(), "sql".to_owned()),
+        ("uri".to_owned(), "catalog.db".to_owned()),
+        ("warehouse".to_owned(), "warehouse".to_owned()),
+    ]);
+    let config = CatalogConfig::from_props("floe", props, &root).unwrap();
+    let catalog = open_catalog(&config).await.unwrap();
+    let ident = parse_ident("demo.events").unwrap();
+    let definition = TableDefinition {
+        schema: TableSchema::from_json(
+            r#"{"fields":[{"name":"id","type":"long","required":true},{"name":"name","type":"string"},{"name":"ts","type":"timestamptz"}]}"#,
+        )
+        .unwrap(),
+        partition_by: vec![PartitionField::parse("day(ts)").unwrap()],
+        properties: HashMap::new(),
+    };
+    let table = ensure_table(catalog.as_ref(), &ident, &definition)
+        .await
+        .unwrap();
+    // A second ensure loads the same table.
+    let again = ensure_table(catalog.as_ref(), &ident, &definition)
+        .await
+        .unwrap();
+    assert_eq!(table.metadata().uuid(), again.metadata().uuid());
+
+    let mut writer = TableWriter::new(
+        &table,
+        &WriterOptions {
+            file_prefix: "batch-1".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let schema = writer.arrow_schema().clone();
+    writer
+        .write(batch(&schema, &[1, 2, 3], 20_100))
+        .await
+        .unwrap();
+    writer.write(batch(&schema, &[4, 5], 20_101)).await.unwrap();
+    let files = writer.close().await.unwrap();
+    assert_eq!(files.len(), 2, "one file per day partition");
+
+    // Through the checkpoint table's JSON form and back.
+    let staged: Vec<StagedFile> = files
+        .into_iter()
+        .map(|f| StagedFile::new(&table, f).unwrap())
+        .collect();
+    let json = serde_json::to_string(&staged).unwrap();
+    let staged: Vec<StagedFile> = serde_json::from_str(&json).unwrap();
+    assert_eq!(staged.iter().map(|s| s.rows).sum::<u64>(), 5);
+    let files: Vec<_> = staged
+        .iter()
+        .map(|s| s.to_data_file(&table).unwrap())
+        .collect();
+
+    let req = AppendRequest {
+        table: ident.clone(),
+        files,
+        commit_id: "commit-0001".into(),
+        summary: HashMap::from([(
+            "floe.checkpoint".to_owned(),
+            "{\"batches\":[\"batch-1\"]}".to_owned(),
+        )]),
+        deadline: Instant::now() + Duration::from_secs(30),
+    };
+    // The catalog applies the commit but its answer is "lost": the retry must find the commit in
+    // the table history and not append the files again.
+    let lose_first = std::sync::atomic::AtomicBool::new(true);
+    let outcome = append_with_hook(catalog.as_ref(), &req, &|ok| {
+        ok && lose_first.swap(false, std::sync::atomic::Ordering::SeqCst)
+    })
+    .await
+    .unwrap();
+    assert!(
+        matches!(outcome, AppendOutcome::AlreadyCommitted { .. }),
+        "{outcome:?}"
+    );
+    // And a plain retry of the same commit id is a no-op too.
+    let outcome = floe_iceberg::append_exactly_once(catalog.as_ref(), &req)
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, AppendOutcome::AlreadyCommitted { .. }),
+        "{outcome:?}"
+    );
+
+    let read = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &root.join("catalog.db"),
+        &root.join("warehouse"),
+        "demo.events",
+    );
+    assert_eq!(read["count"], 5, "{read}");
+    let snapshots = read["snapshots"].as_array().unwrap();
+    assert_eq!(snapshots.len(), 1, "exactly one snapshot: {read}");
+    assert_eq!(snapshots[0]["summary"]["floe.commit-id"], "commit-0001");
+    assert_eq!(snapshots[0]["operation"], "append");
+    let mut ids: Vec<i64> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, [1, 2, 3, 4, 5]);
+    let ts = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == 4)
+        .unwrap()["ts"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(ts, "2025-01-13T00:00:04+00:00");
+    assert!(read["spec"].as_str().unwrap().contains("day"), "{read}");
+    let mut paths: Vec<&str> = read["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    paths.sort();
+    assert!(
+        paths[0].contains("/data/ts_day=2025-01-12/batch-1-"),
+        "{paths:?}"
+    );
+    assert!(
+        paths[1].contains("/data/ts_day=2025-01-13/batch-1-"),
+        "{paths:?}"
+    );
+    assert!(Path::new(paths[0].trim_start_matches("file://")).exists());
+}
