@@ -56,12 +56,14 @@ type Builder =
 type Writer =
     DataFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
+struct Partitioned {
+    splitter: RecordBatchPartitionSplitter,
+    fanout: FanoutWriter<Builder>,
+}
+
 enum Inner {
-    Unpartitioned(Box<Writer>),
-    Partitioned {
-        splitter: RecordBatchPartitionSplitter,
-        fanout: FanoutWriter<Builder>,
-    },
+    Unpartitioned(Writer),
+    Partitioned(Box<Partitioned>),
 }
 
 /// Writes batches of one table's Arrow schema into data files.
@@ -112,13 +114,13 @@ impl TableWriter {
         let builder = DataFileWriterBuilder::new(rolling);
         let spec = metadata.default_partition_spec().clone();
         let inner = if spec.is_unpartitioned() {
-            Inner::Unpartitioned(Box::new(builder.build(None).await.map_err(from_iceberg)?))
+            Inner::Unpartitioned(builder.build(None).await.map_err(from_iceberg)?)
         } else {
-            Inner::Partitioned {
+            Inner::Partitioned(Box::new(Partitioned {
                 splitter: RecordBatchPartitionSplitter::try_new_with_computed_values(schema, spec)
                     .map_err(from_iceberg)?,
                 fanout: FanoutWriter::new(builder),
-            }
+            }))
         };
         Ok(TableWriter {
             arrow_schema: arrow_schema(table)?,
@@ -145,9 +147,9 @@ impl TableWriter {
         self.rows += batch.num_rows() as u64;
         match &mut self.inner {
             Inner::Unpartitioned(w) => w.write(batch).await.map_err(from_iceberg),
-            Inner::Partitioned { splitter, fanout } => {
-                for (key, part) in splitter.split(&batch).map_err(from_iceberg)? {
-                    fanout.write(key, part).await.map_err(from_iceberg)?;
+            Inner::Partitioned(p) => {
+                for (key, part) in p.splitter.split(&batch).map_err(from_iceberg)? {
+                    p.fanout.write(key, part).await.map_err(from_iceberg)?;
                 }
                 Ok(())
             }
@@ -158,7 +160,7 @@ impl TableWriter {
     pub async fn close(self) -> Result<Vec<DataFile>> {
         match self.inner {
             Inner::Unpartitioned(mut w) => w.close().await.map_err(from_iceberg),
-            Inner::Partitioned { fanout, .. } => fanout.close().await.map_err(from_iceberg),
+            Inner::Partitioned(p) => p.fanout.close().await.map_err(from_iceberg),
         }
     }
 }
