@@ -62,7 +62,7 @@ struct Partitioned {
 }
 
 enum Inner {
-    Unpartitioned(Writer),
+    Unpartitioned(Box<Writer>),
     Partitioned(Box<Partitioned>),
 }
 
@@ -114,7 +114,7 @@ impl TableWriter {
         let builder = DataFileWriterBuilder::new(rolling);
         let spec = metadata.default_partition_spec().clone();
         let inner = if spec.is_unpartitioned() {
-            Inner::Unpartitioned(builder.build(None).await.map_err(from_iceberg)?)
+            Inner::Unpartitioned(Box::new(builder.build(None).await.map_err(from_iceberg)?))
         } else {
             Inner::Partitioned(Box::new(Partitioned {
                 splitter: RecordBatchPartitionSplitter::try_new_with_computed_values(schema, spec)
