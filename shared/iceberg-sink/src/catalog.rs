@@ -31,7 +31,7 @@ pub enum CatalogKind {
 }
 
 /// A catalog's configuration: its name and its properties.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CatalogConfig {
     /// The catalog's name (pyiceberg must open it under the same name to see the tables).
     pub name: String,
@@ -41,6 +41,31 @@ pub struct CatalogConfig {
     pub props: HashMap<String, String>,
     /// The folder relative paths are taken from.
     pub base_dir: PathBuf,
+}
+
+/// Whether a property holds a secret (its value is never printed).
+pub fn is_secret_prop(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["secret", "token", "password", "credential", "session"]
+        .iter()
+        .any(|s| k.contains(s))
+}
+
+impl std::fmt::Debug for CatalogConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut props: Vec<(&String, &str)> = self
+            .props
+            .iter()
+            .map(|(k, v)| (k, if is_secret_prop(k) { "***" } else { v.as_str() }))
+            .collect();
+        props.sort();
+        f.debug_struct("CatalogConfig")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("props", &props)
+            .field("base_dir", &self.base_dir)
+            .finish()
+    }
 }
 
 impl CatalogConfig {
@@ -220,6 +245,21 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         CatalogConfig::from_props("floe", props, Path::new("/base"))
+    }
+
+    #[test]
+    fn debug_hides_secrets() {
+        let c = cfg(&[
+            ("rest.secret-access-key", "wJalrXUtn"),
+            ("token", "t0k"),
+            ("uri", "x"),
+        ])
+        .unwrap();
+        let d = format!("{c:?}");
+        assert!(
+            !d.contains("wJalrXUtn") && !d.contains("t0k") && d.contains("\"x\""),
+            "{d}"
+        );
     }
 
     #[test]

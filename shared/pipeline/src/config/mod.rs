@@ -1,0 +1,582 @@
+//! floe's configuration: one file, sections for the source, the Iceberg catalog (Kafka Connect
+//! property names), the checkpoint table, ingest and commit policies, dead letters, and routes.
+//!
+//! ```toml
+//! [source]
+//! type = "local"              # a folder treated as a bucket
+//! folder = "bucket"           # relative to this file
+//! bucket = "demo"             # the bucket name rows carry (default: the folder's name)
+//! path = "events/,logs/"      # prefixes to scan (default: everything)
+//!
+//! [iceberg]                   # any iceberg.catalog.* property of the Kafka Connect sink
+//! catalog.type = "sql"
+//! catalog.uri = "catalog.db"
+//! catalog.warehouse = "warehouse"
+//!
+//! [checkpoint]
+//! type = "sqlite"
+//! path = "checkpoint.db"
+//!
+//! [[routes]]
+//! name = "events"
+//! prefix = "events/"
+//! mode = "records"            # records | metadata | content
+//! table = "demo.events"       # may use ${bucket} ${prefix} ${table_name} ${dir}
+//! schema = "events.schema.json"
+//! partition-by = ["day(ts)"]
+//! on-error = "dead-letter"    # fail | skip | dead-letter
+//! ```
+//!
+//! Every option is documented on its field below with its default. Unknown options are errors
+//! that name the option; so are values out of range.
+
+mod load;
+mod opts;
+
+use std::path::{Path, PathBuf};
+
+use floe_core::{Error, Result};
+use floe_iceberg::CatalogConfig;
+use floe_schema::TableSchema;
+use floe_schema::decode::{CsvOptions, Format};
+use floe_schema::partition::PartitionField;
+
+pub use load::{RawConfig, parse};
+pub use opts::Opts;
+
+/// The whole configuration.
+#[derive(Clone, Debug)]
+pub struct FloeConfig {
+    /// The folder relative paths are taken from (the file's folder).
+    pub base_dir: PathBuf,
+    /// Where object changes come from.
+    pub source: SourceConfig,
+    /// The Iceberg catalog (section `[iceberg]`, `catalog.*` options).
+    pub catalog: CatalogConfig,
+    /// The checkpoint table.
+    pub checkpoint: CheckpointConfig,
+    /// How staged files are committed.
+    pub commit: CommitConfig,
+    /// How objects are read and staged.
+    pub ingest: IngestConfig,
+    /// Where bad records and unreadable objects go.
+    pub dead_letter: DeadLetterConfig,
+    /// Routes, tried in order; the first that matches an object takes it.
+    pub routes: Vec<RouteConfig>,
+}
+
+/// `[source]`.
+#[derive(Clone, Debug)]
+pub enum SourceConfig {
+    /// `type = "local"`: a folder treated as a bucket; each run lands what was created, changed
+    /// or removed since the last run (everything on the first).
+    Local {
+        /// `folder`: the folder (required).
+        folder: PathBuf,
+        /// `bucket`: the bucket name rows carry (default: the folder's name).
+        bucket: String,
+        /// `path`: comma-separated key prefixes to scan (default: all).
+        prefixes: Vec<String>,
+        /// `poll-interval-ms`: how often `--watch` rescans (default 2000).
+        poll_interval_ms: u64,
+    },
+}
+
+/// `[checkpoint]`.
+#[derive(Clone, Debug)]
+pub enum CheckpointConfig {
+    /// `type = "sqlite"`, `path` (default `checkpoint.db`).
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+    },
+}
+
+/// `[commit]` (also read from the Kafka Connect names `iceberg.control.commit.*`).
+#[derive(Clone, Debug)]
+pub struct CommitConfig {
+    /// `interval-ms`: commit staged files at least this often when running continuously
+    /// (default 60 000).
+    pub interval_ms: u64,
+    /// `max-files`: commit early once this many files are staged for a table (default 1000).
+    pub max_files: u64,
+    /// `max-bytes`: commit early once this many bytes are staged for a table (default 1 GiB).
+    pub max_bytes: u64,
+    /// `timeout-ms`: give up retrying one commit after this long (default 300 000).
+    pub timeout_ms: u64,
+    /// `lease-ms`: how long a committer's lease on a table lasts without renewal (default 120 000).
+    pub lease_ms: u64,
+}
+
+/// `[ingest]`.
+#[derive(Clone, Debug)]
+pub struct IngestConfig {
+    /// `batch-objects`: objects per ingest batch (default 1000).
+    pub batch_objects: usize,
+    /// `batch-bytes`: object bytes per ingest batch (default 1 GiB).
+    pub batch_bytes: u64,
+    /// `batch-rows`: rows per decoded Arrow batch (default 8192).
+    pub batch_rows: usize,
+    /// `target-file-size-bytes`: roll data files past this size (default 128 MiB).
+    pub target_file_size_bytes: u64,
+    /// `row-group-rows`: Parquet row group size in rows (default 131 072).
+    pub row_group_rows: usize,
+    /// `claim-timeout-ms`: a claim older than this is taken over (its batch died) (default 300 000).
+    pub claim_timeout_ms: u64,
+    /// `dedupe-ttl-hours`: how long object identities are remembered for deduplication of queue
+    /// deliveries; longer than any queue's retention (default 360 = 15 days). The local folder
+    /// source keeps them forever (they are the folder's state).
+    pub dedupe_ttl_hours: u64,
+}
+
+/// `[dead-letter]`.
+#[derive(Clone, Debug)]
+pub struct DeadLetterConfig {
+    /// `path`: the folder dead letters are written to, as NDJSON files by day (default
+    /// `dead-letter`).
+    pub path: PathBuf,
+}
+
+/// What a route makes of an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One row per object change, in the fixed metadata schema.
+    Metadata,
+    /// The object's records (NDJSON, JSON, CSV, Parquet).
+    Records,
+    /// The metadata row plus the object's bytes.
+    Content,
+}
+
+/// What to do with a bad record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnError {
+    /// Fail the object: nothing of it lands, and it is retried (queue) or reported (local).
+    Fail,
+    /// Drop the record, count it, log it.
+    Skip,
+    /// Write it to the dead-letter destination with the reason, and count it.
+    DeadLetter,
+}
+
+/// A `[[routes]]` entry.
+#[derive(Clone, Debug)]
+pub struct RouteConfig {
+    /// `name`: the route's name (default `route<N>`).
+    pub name: String,
+    /// `bucket`: only objects of this bucket (default any).
+    pub bucket: Option<String>,
+    /// `prefix`: key prefixes (string or list; default any).
+    pub prefixes: Vec<String>,
+    /// `suffix`: key suffixes (string or list; default any).
+    pub suffixes: Vec<String>,
+    /// `glob`: a key glob (`*` within a path segment, `**` across segments).
+    pub glob: Option<String>,
+    /// `mode`: records | metadata | content (default records).
+    pub mode: Mode,
+    /// `format`: ndjson | json | csv | tsv | parquet (default: from the key's extension).
+    pub format: Option<Format>,
+    /// `csv.header` (true), `csv.delimiter` (`,`), `csv.quote` (`"`), `csv.escape` (none).
+    pub csv: CsvOptions,
+    /// `table`: the target table `namespace.table`, with placeholders (required).
+    pub table: String,
+    /// `schema`: a schema JSON file (or inline JSON) used when the table is created.
+    pub schema: Option<TableSchema>,
+    /// `columns`: for metadata/content modes, the metadata columns (must include `key`).
+    pub columns: Option<Vec<String>>,
+    /// `partition-by`: partition fields for a table floe creates, e.g. `["day(ts)"]`.
+    pub partition_by: Vec<PartitionField>,
+    /// `on-error`: fail | skip | dead-letter (default dead-letter).
+    pub on_error: OnError,
+    /// `content.max-bytes`: objects larger than this carry no content, only their url
+    /// (default 16 MiB).
+    pub content_max_bytes: u64,
+    /// `infer.max-records`: records sampled to infer a schema (default 1000).
+    pub infer_max_records: usize,
+}
+
+impl FloeConfig {
+    /// Read and validate the file at `path` (TOML, or Java properties for `*.properties`).
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::from(e).while_doing(format!("failed to read config {}", path.display()))
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let base = base.canonicalize().map_err(|e| {
+            Error::from(e).while_doing(format!("failed to resolve {}", base.display()))
+        })?;
+        let properties = path.extension().is_some_and(|e| e == "properties");
+        Self::from_raw(parse(&text, properties)?, &base)
+    }
+
+    /// Validate parsed sections; relative paths are taken from `base`.
+    pub fn from_raw(raw: RawConfig, base: &Path) -> Result<Self> {
+        let empty = load::Section::new();
+        for name in raw.sections.keys() {
+            if ![
+                "source",
+                "iceberg",
+                "checkpoint",
+                "commit",
+                "ingest",
+                "dead-letter",
+            ]
+            .contains(&name.as_str())
+            {
+                return Err(Error::config(name, "unknown section"));
+            }
+        }
+        let section = |n: &str| raw.sections.get(n).unwrap_or(&empty);
+        let resolve = |p: &str| -> PathBuf {
+            let p = Path::new(p);
+            if p.is_absolute() {
+                p.to_owned()
+            } else {
+                base.join(p)
+            }
+        };
+
+        // [source]
+        let o = Opts::new("source", section("source"));
+        let kind = o.string("type")?.unwrap_or_else(|| "local".into());
+        let source = match kind.as_str() {
+            "local" => {
+                let folder = resolve(&o.required("folder")?);
+                let bucket = match o.string("bucket")? {
+                    Some(b) => b,
+                    None => folder
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| "local".into()),
+                };
+                SourceConfig::Local {
+                    folder,
+                    bucket,
+                    prefixes: o.list("path")?,
+                    poll_interval_ms: o.u64_in("poll-interval-ms", 2000, 10..=86_400_000)?,
+                }
+            }
+            other => {
+                return Err(o.err(
+                    "type",
+                    format!("unknown source type `{other}`; this build knows `local`"),
+                ));
+            }
+        };
+        o.finish()?;
+
+        // [iceberg]: catalog.* passes through; Kafka Connect's control.commit.* map to [commit].
+        let o = Opts::new("iceberg", section("iceberg"));
+        let name = o
+            .string("catalog")?
+            .or(o.string("catalog.name")?)
+            .unwrap_or_else(|| "floe".into());
+        let props = o
+            .prefixed("catalog")?
+            .into_iter()
+            .filter(|(k, _)| k != "name")
+            .collect();
+        let kc_interval = o.string("control.commit.interval-ms")?;
+        let kc_timeout = o.string("control.commit.timeout-ms")?;
+        let _auto_create = o.bool("tables.auto-create-enabled", true)?;
+        o.finish()?;
+        let catalog = CatalogConfig::from_props(&name, props, base)?;
+
+        // [checkpoint]
+        let o = Opts::new("checkpoint", section("checkpoint"));
+        let checkpoint = match o.string("type")?.as_deref().unwrap_or("sqlite") {
+            "sqlite" => CheckpointConfig::Sqlite {
+                path: resolve(&o.string("path")?.unwrap_or_else(|| "checkpoint.db".into())),
+            },
+            other => {
+                return Err(o.err(
+                    "type",
+                    format!("unknown checkpoint type `{other}`; this build knows `sqlite`"),
+                ));
+            }
+        };
+        o.finish()?;
+
+        // [commit]
+        let o = Opts::new("commit", section("commit"));
+        let parse_ms = |v: Option<String>, key: &str| -> Result<Option<u64>> {
+            v.map(|s| {
+                s.parse::<u64>().map_err(|_| {
+                    Error::config(
+                        &format!("iceberg.control.commit.{key}"),
+                        "expected milliseconds",
+                    )
+                })
+            })
+            .transpose()
+        };
+        let commit = CommitConfig {
+            interval_ms: o.u64_in(
+                "interval-ms",
+                parse_ms(kc_interval, "interval-ms")?.unwrap_or(60_000),
+                0..=86_400_000,
+            )?,
+            max_files: o.u64_in("max-files", 1000, 1..=1_000_000)?,
+            max_bytes: o.u64_in("max-bytes", 1 << 30, 1..=u64::MAX)?,
+            timeout_ms: o.u64_in(
+                "timeout-ms",
+                parse_ms(kc_timeout, "timeout-ms")?.unwrap_or(300_000),
+                1000..=86_400_000,
+            )?,
+            lease_ms: o.u64_in("lease-ms", 120_000, 1000..=86_400_000)?,
+        };
+        o.finish()?;
+
+        // [ingest]
+        let o = Opts::new("ingest", section("ingest"));
+        let ingest = IngestConfig {
+            batch_objects: o.u64_in("batch-objects", 1000, 1..=1_000_000)? as usize,
+            batch_bytes: o.u64_in("batch-bytes", 1 << 30, 1..=u64::MAX)?,
+            batch_rows: o.u64_in("batch-rows", 8192, 1..=1_048_576)? as usize,
+            target_file_size_bytes: o.u64_in(
+                "target-file-size-bytes",
+                128 << 20,
+                1 << 20..=u64::MAX,
+            )?,
+            row_group_rows: o.u64_in("row-group-rows", 128 * 1024, 1024..=16 << 20)? as usize,
+            claim_timeout_ms: o.u64_in("claim-timeout-ms", 300_000, 1000..=86_400_000)?,
+            dedupe_ttl_hours: o.u64_in("dedupe-ttl-hours", 360, 1..=87_600)?,
+        };
+        o.finish()?;
+
+        // [dead-letter]
+        let o = Opts::new("dead-letter", section("dead-letter"));
+        let dead_letter = DeadLetterConfig {
+            path: resolve(&o.string("path")?.unwrap_or_else(|| "dead-letter".into())),
+        };
+        o.finish()?;
+
+        // [[routes]]
+        if raw.routes.is_empty() {
+            return Err(Error::config(
+                "routes",
+                "at least one [[routes]] entry is needed",
+            ));
+        }
+        let routes = raw
+            .routes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| route(i, r, base))
+            .collect::<Result<Vec<_>>>()?;
+
+        Ok(FloeConfig {
+            base_dir: base.to_owned(),
+            source,
+            catalog,
+            checkpoint,
+            commit,
+            ingest,
+            dead_letter,
+            routes,
+        })
+    }
+}
+
+fn route(i: usize, map: &load::Section, base: &Path) -> Result<RouteConfig> {
+    let o = Opts::new(format!("routes[{i}]"), map);
+    let mode = match o.string("mode")?.as_deref().unwrap_or("records") {
+        "records" => Mode::Records,
+        "metadata" => Mode::Metadata,
+        "content" => Mode::Content,
+        other => {
+            return Err(o.err(
+                "mode",
+                format!("`{other}`: expected records, metadata or content"),
+            ));
+        }
+    };
+    let format = match o.string("format")? {
+        None => None,
+        Some(f) => Some(Format::parse(&f).ok_or_else(|| {
+            o.err(
+                "format",
+                format!("`{f}`: expected ndjson, json, csv, tsv or parquet"),
+            )
+        })?),
+    };
+    let byte = |key: &str, default: Option<u8>| -> Result<Option<u8>> {
+        match o.string(key)? {
+            None => Ok(default),
+            Some(s) if s == "\\t" || s == "\t" => Ok(Some(b'\t')),
+            Some(s) if s.len() == 1 => Ok(Some(s.as_bytes()[0])),
+            Some(s) => Err(o.err(key, format!("`{s}`: expected one character"))),
+        }
+    };
+    let mut csv = match &format {
+        Some(Format::Csv(c)) => c.clone(),
+        _ => CsvOptions::default(),
+    };
+    csv.header = o.bool("csv.header", true)?;
+    csv.delimiter = byte("csv.delimiter", Some(csv.delimiter))?.unwrap_or(b',');
+    csv.quote = byte("csv.quote", Some(b'"'))?.unwrap_or(b'"');
+    csv.escape = byte("csv.escape", None)?;
+    let format = match format {
+        Some(Format::Csv(_)) => Some(Format::Csv(csv.clone())),
+        other => other,
+    };
+    let schema = match o.string("schema")? {
+        None => None,
+        Some(s) if s.trim_start().starts_with('{') => {
+            Some(TableSchema::from_json(&s).map_err(|e| o.err("schema", e))?)
+        }
+        Some(p) => {
+            let path = if Path::new(&p).is_absolute() {
+                PathBuf::from(&p)
+            } else {
+                base.join(&p)
+            };
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| o.err("schema", format!("cannot read {}: {e}", path.display())))?;
+            Some(TableSchema::from_json(&text).map_err(|e| o.err("schema", e))?)
+        }
+    };
+    let columns = if o.has("columns") {
+        Some(o.list("columns")?)
+    } else {
+        None
+    };
+    if columns.is_some() && mode == Mode::Records {
+        return Err(o.err(
+            "columns",
+            "only metadata and content routes choose metadata columns",
+        ));
+    }
+    let partition_by = o
+        .list("partition-by")?
+        .iter()
+        .map(|p| PartitionField::parse(p).map_err(|e| o.err("partition-by", e.message())))
+        .collect::<Result<Vec<_>>>()?;
+    let on_error = match o.string("on-error")?.as_deref().unwrap_or("dead-letter") {
+        "fail" => OnError::Fail,
+        "skip" => OnError::Skip,
+        "dead-letter" | "dead_letter" | "deadletter" => OnError::DeadLetter,
+        other => {
+            return Err(o.err(
+                "on-error",
+                format!("`{other}`: expected fail, skip or dead-letter"),
+            ));
+        }
+    };
+    let glob = o.string("glob")?;
+    if let Some(g) = &glob {
+        globset::Glob::new(g).map_err(|e| o.err("glob", e))?;
+    }
+    let table = o.required("table")?;
+    let r = RouteConfig {
+        name: o.string("name")?.unwrap_or_else(|| format!("route{i}")),
+        bucket: o.string("bucket")?,
+        prefixes: o.list("prefix")?,
+        suffixes: o.list("suffix")?,
+        glob,
+        mode,
+        format,
+        csv,
+        table,
+        schema,
+        columns,
+        partition_by,
+        on_error,
+        content_max_bytes: o.u64_in("content.max-bytes", 16 << 20, 0..=1 << 30)?,
+        infer_max_records: o.u64_in("infer.max-records", 1000, 1..=1_000_000)? as usize,
+    };
+    o.finish()?;
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<FloeConfig> {
+        FloeConfig::from_raw(parse(text, false)?, Path::new("/cfg"))
+    }
+
+    const MINIMAL: &str = "[source]\nfolder = \"bucket\"\n[iceberg]\ncatalog.uri = \"c.db\"\ncatalog.warehouse = \"wh\"\n[[routes]]\ntable = \"demo.t\"\n";
+
+    #[test]
+    fn minimal_config_gets_the_defaults() {
+        let c = load(MINIMAL).unwrap();
+        let SourceConfig::Local { folder, bucket, .. } = &c.source;
+        assert_eq!(folder, Path::new("/cfg/bucket"));
+        assert_eq!(bucket, "bucket");
+        assert_eq!(c.catalog.name, "floe");
+        assert_eq!(c.commit.interval_ms, 60_000);
+        assert_eq!(c.routes[0].mode, Mode::Records);
+        assert_eq!(c.routes[0].on_error, OnError::DeadLetter);
+        assert_eq!(c.routes[0].name, "route0");
+        let CheckpointConfig::Sqlite { path } = &c.checkpoint;
+        assert_eq!(path, Path::new("/cfg/checkpoint.db"));
+    }
+
+    #[test]
+    fn errors_name_the_option() {
+        let cases = [
+            ("[source]\nfolder = \"b\"\ncolour = 1\n", "source.colour"),
+            ("[source]\ntype = \"ftp\"\n", "source.type"),
+            ("[sourc]\n", "sourc"),
+            ("[ingest]\nbatch-rows = 0\n", "ingest.batch-rows"),
+            (
+                "[[routes]]\ntable = \"a.b\"\nmode = \"rows\"\n",
+                "routes[0].mode",
+            ),
+            (
+                "[[routes]]\ntable = \"a.b\"\npartition-by = [\"fortnight(ts)\"]\n",
+                "routes[0].partition-by",
+            ),
+            ("[[routes]]\nmode = \"records\"\n", "routes[0].table"),
+            (
+                "[[routes]]\ntable = \"a.b\"\ncolumns = [\"key\"]\n",
+                "routes[0].columns",
+            ),
+            (
+                "[[routes]]\ntable = \"a.b\"\nschema = \"{\\\"fields\\\": 1}\"\n",
+                "routes[0].schema",
+            ),
+            (
+                "[iceberg]\ncatalog.type = \"hive\"\n",
+                "iceberg.catalog.type",
+            ),
+        ];
+        for (extra, option) in cases {
+            let text = if extra.starts_with("[source]") {
+                format!("{extra}[[routes]]\ntable = \"a.b\"\n")
+            } else if extra.starts_with("[[routes]]") {
+                format!("[source]\nfolder = \"b\"\n{extra}")
+            } else {
+                format!("[source]\nfolder = \"b\"\n{extra}[[routes]]\ntable = \"a.b\"\n")
+            };
+            let err = load(&text).unwrap_err();
+            assert!(err.to_string().contains(option), "{option}: {err}");
+            assert_eq!(err.kind(), floe_core::ErrorKind::Config, "{option}");
+        }
+    }
+
+    #[test]
+    fn kafka_connect_commit_names_and_inline_schema() {
+        let c = load(&format!(
+            "{MINIMAL}[iceberg.control.commit]\ninterval-ms = \"5000\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.commit.interval_ms, 5000);
+        let c = load(
+            "[source]\nfolder = \"b\"\n[[routes]]\ntable = \"a.b\"\nformat = \"tsv\"\ncsv.header = false\n\
+             schema = '{\"fields\":[{\"name\":\"id\",\"type\":\"long\"}]}'\n",
+        )
+        .unwrap();
+        let r = &c.routes[0];
+        assert_eq!(r.schema.as_ref().unwrap().fields[0].name, "id");
+        let Some(Format::Csv(csv)) = &r.format else {
+            panic!("tsv is csv")
+        };
+        assert_eq!((csv.delimiter, csv.header), (b'\t', false));
+    }
+}
