@@ -7,5 +7,5 @@ pub mod event;
 pub mod secret;
 
 pub use error::{Error, ErrorKind, Result};
-pub use event::{ObjectChange, Operation, Provider};
+pub use event::{ObjectChange, Operation, Provider, compare_sequencers, compare_sequencers_opt};
 pub use secret::Secret;

@@ -114,9 +114,13 @@ impl ObjectChange {
     /// Compare two S3 sequencers for the same key: `Some(Less)` when `self` is older.
     /// `None` when either side has none (OSS, local, moto).
     pub fn sequencer_cmp(&self, other: &ObjectChange) -> Option<std::cmp::Ordering> {
-        let (a, b) = (self.sequencer.as_deref()?, other.sequencer.as_deref()?);
-        Some(compare_sequencers(a, b))
+        compare_sequencers_opt(self.sequencer.as_deref(), other.sequencer.as_deref())
     }
+}
+
+/// Compare two optional sequencers; `None` when either is missing.
+pub fn compare_sequencers_opt(a: Option<&str>, b: Option<&str>) -> Option<std::cmp::Ordering> {
+    Some(compare_sequencers(a?, b?))
 }
 
 /// Compare two S3 sequencer values: hex strings of varying length, compared after left-padding

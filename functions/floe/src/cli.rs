@@ -1,0 +1,109 @@
+//! Command-line interface.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use floe_core::Result;
+
+/// floe lands object-storage changes in lakehouse tables, exactly once.
+///
+/// Locally, a folder plays the bucket: `floe run` lands what was created, changed or removed in
+/// it since the last run into Iceberg tables of a local SQL catalog (readable by pyiceberg).
+#[derive(Debug, Parser)]
+#[command(name = "floe", version, propagate_version = true)]
+pub struct Cli {
+    /// Log filter (tracing's syntax: `info`, `floe_pipeline=debug`, ...).
+    #[arg(long, global = true, env = "FLOE_LOG", default_value = "warn")]
+    pub log: String,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the pipeline of a configuration: one pass (scan, ingest, commit), or continuously.
+    Run(RunArgs),
+    /// Commit staged files now (what `run` does at the end of a pass).
+    Commit(ConfigArg),
+    /// Make sample objects in demo/, run the pipeline on them, and show what landed.
+    Demo(DemoArgs),
+    /// List and inspect the tables of a configuration's catalog.
+    #[command(subcommand)]
+    Tables(TablesCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArg {
+    /// The configuration file (TOML, or Kafka Connect-style `.properties`).
+    #[arg(short, long, default_value = "floe.toml")]
+    pub config: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Keep running: rescan every `source.poll-interval-ms`, commit every `commit.interval-ms`,
+    /// until Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
+    /// Stage but do not commit at the end of the pass (a later `run` or `commit` does).
+    #[arg(long)]
+    pub no_commit: bool,
+    /// Print one line per object as it lands.
+    #[arg(long)]
+    pub progress: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where the demo keeps its bucket folder, warehouse, catalog and configuration.
+    #[arg(long, default_value = "demo")]
+    pub dir: PathBuf,
+    /// Start over: delete the demo folder first.
+    #[arg(long)]
+    pub reset: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TablesCommand {
+    /// List the tables of the catalog.
+    List(ConfigArg),
+    /// Show a table: schema, partition spec, snapshots (with floe's commit ids), row count, rows.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The table, `namespace.table`.
+    pub table: String,
+    /// How many rows to print.
+    #[arg(long, default_value_t = 10)]
+    pub rows: usize,
+}
+
+/// Run a command.
+pub async fn dispatch(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Run(args) => crate::run::run(args).await,
+        Command::Commit(args) => crate::run::commit(args).await,
+        Command::Demo(args) => crate::demo::demo(args).await,
+        Command::Tables(TablesCommand::List(args)) => crate::tables::list(args).await,
+        Command::Tables(TablesCommand::Show(args)) => crate::tables::show(args).await,
+    }
+}

@@ -1,0 +1,375 @@
+//! Commit: staged batches → one snapshot per table, exactly once. See the crate doc for the
+//! protocol and its crash points.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use floe_checkpoint::{StoreExt, Version, now_ms};
+use floe_core::{Error, ErrorKind, Result};
+use floe_iceberg::{
+    AppendOutcome, AppendRequest, CHECKPOINT_PROP, append_exactly_once, find_commit, load_table,
+    parse_ident,
+};
+
+use crate::keys::{
+    BatchRecord, BatchState, CommitRecord, CommitState, DoneRecord, Lease, batch_key,
+    commit_prefix, done_key, lease_key,
+};
+use crate::pipeline::Pipeline;
+use crate::target::iceberg_table;
+
+/// One target's commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetCommit {
+    /// The target id.
+    pub target: String,
+    /// The commit id.
+    pub commit_id: String,
+    /// Batches it took.
+    pub batches: usize,
+    /// Data files it added.
+    pub files: usize,
+    /// Rows it added.
+    pub rows: u64,
+    /// The snapshot.
+    pub snapshot_id: Option<i64>,
+    /// Whether it finished a commit an earlier run had started.
+    pub recovered: bool,
+}
+
+/// What a commit pass did.
+#[derive(Debug, Default)]
+pub struct CommitReport {
+    /// Commits made (or finished).
+    pub commits: Vec<TargetCommit>,
+    /// Targets skipped because another committer holds their lease.
+    pub busy: Vec<String>,
+    /// Targets with staged work not yet due.
+    pub waiting: Vec<String>,
+}
+
+impl Pipeline {
+    /// Commit every target with staged batches that is due (`force`: all of them now).
+    pub async fn commit(&self, force: bool) -> Result<CommitReport> {
+        let mut report = CommitReport::default();
+        let mut targets: BTreeSet<String> = BTreeSet::new();
+        for (_, b, _) in self.checkpoint.scan_json::<BatchRecord>("batch/").await? {
+            if b.state == BatchState::Staged {
+                targets.extend(
+                    b.targets
+                        .keys()
+                        .filter(|t| !b.committed.contains_key(*t))
+                        .cloned(),
+                );
+            }
+        }
+        for e in self.checkpoint.scan("commit/").await? {
+            if let Some(rest) = e.key.strip_prefix("commit/")
+                && let Some((target, _)) = rest.rsplit_once('/')
+            {
+                targets.insert(target.to_owned());
+            }
+        }
+        for target in targets {
+            self.commit_target(&target, force, &mut report).await?;
+        }
+        Ok(report)
+    }
+
+    async fn commit_target(
+        &self,
+        target: &str,
+        force: bool,
+        report: &mut CommitReport,
+    ) -> Result<()> {
+        let Some(lease_version) = self.take_lease(target).await? else {
+            report.busy.push(target.to_owned());
+            return Ok(());
+        };
+        self.faults.hit("commit.after-lease");
+        let result = self.commit_under_lease(target, force, report).await;
+        // Release the lease whatever happened (it would expire anyway).
+        let _ = self
+            .checkpoint
+            .delete_if_version(&lease_key(target), &lease_version)
+            .await;
+        result
+    }
+
+    async fn take_lease(&self, target: &str) -> Result<Option<Version>> {
+        let lease = Lease {
+            owner: self.owner.clone(),
+            until_ms: now_ms() + self.config.commit.lease_ms as i64,
+        };
+        let ttl = Some(Duration::from_millis(self.config.commit.lease_ms));
+        for _ in 0..3 {
+            if let Some(v) = self
+                .checkpoint
+                .insert_json(&lease_key(target), &lease, ttl)
+                .await?
+            {
+                return Ok(Some(v));
+            }
+            match self
+                .checkpoint
+                .get_json::<Lease>(&lease_key(target))
+                .await?
+            {
+                Some((held, v))
+                    if held.owner.is_dead_local_process() || held.owner == self.owner =>
+                {
+                    self.checkpoint
+                        .delete_if_version(&lease_key(target), &v)
+                        .await?;
+                }
+                Some(_) => return Ok(None),
+                None => {}
+            }
+        }
+        Ok(None)
+    }
+
+    async fn commit_under_lease(
+        &self,
+        target: &str,
+        force: bool,
+        report: &mut CommitReport,
+    ) -> Result<()> {
+        // 1. Finish what an earlier committer started.
+        for (key, rec, version) in self
+            .checkpoint
+            .scan_json::<CommitRecord>(&commit_prefix(target))
+            .await?
+        {
+            let done = self.finish_commit(&key, rec, version, true).await?;
+            report.commits.push(done);
+        }
+
+        // 2. Choose the batches.
+        let mut staged: Vec<BatchRecord> = self
+            .checkpoint
+            .scan_json::<BatchRecord>("batch/")
+            .await?
+            .into_iter()
+            .map(|(_, b, _)| b)
+            .filter(|b| {
+                b.state == BatchState::Staged
+                    && b.targets.contains_key(target)
+                    && !b.committed.contains_key(target)
+            })
+            .collect();
+        if staged.is_empty() {
+            return Ok(());
+        }
+        staged.sort_by(|a, b| a.id.cmp(&b.id));
+        let files: u64 = staged
+            .iter()
+            .map(|b| b.targets[target].files.len() as u64)
+            .sum();
+        let bytes: u64 = staged.iter().map(|b| b.targets[target].bytes).sum();
+        let oldest = staged
+            .iter()
+            .map(|b| b.heartbeat_ms)
+            .min()
+            .unwrap_or_else(now_ms);
+        let due = force
+            || now_ms() - oldest >= self.config.commit.interval_ms as i64
+            || files >= self.config.commit.max_files
+            || bytes >= self.config.commit.max_bytes;
+        if !due {
+            report.waiting.push(target.to_owned());
+            return Ok(());
+        }
+        let mut chosen = Vec::new();
+        let mut n = 0u64;
+        for b in staged {
+            n += b.targets[target].files.len() as u64;
+            chosen.push(b.id);
+            if n >= self.config.commit.max_files {
+                break;
+            }
+        }
+
+        // 3. Record the commit before touching the table.
+        let commit_id = uuid::Uuid::now_v7().to_string();
+        let rec = CommitRecord {
+            id: commit_id.clone(),
+            target: target.to_owned(),
+            batches: chosen,
+            state: CommitState::Pending,
+            created_ms: now_ms(),
+            snapshot_id: None,
+        };
+        let key = format!("{}{commit_id}", commit_prefix(target));
+        let version = self
+            .checkpoint
+            .insert_json(&key, &rec, None)
+            .await?
+            .ok_or_else(|| Error::unexpected(format!("commit id {commit_id} already exists")))?;
+        self.faults.hit("commit.after-record");
+        let done = self.finish_commit(&key, rec, version, false).await?;
+        report.commits.push(done);
+        Ok(())
+    }
+
+    /// Take a commit record to its end: append (unless the table already has it), mark it done,
+    /// mark its batches, delete it.
+    async fn finish_commit(
+        &self,
+        key: &str,
+        mut rec: CommitRecord,
+        mut version: Version,
+        recovered: bool,
+    ) -> Result<TargetCommit> {
+        let target = rec.target.clone();
+        let table_name = iceberg_table(&target)
+            .ok_or_else(|| Error::unexpected(format!("target {target} is not an iceberg table")))?
+            .to_owned();
+        let ident = parse_ident(&table_name)?;
+        let mut batches = Vec::new();
+        for id in &rec.batches {
+            if let Some((b, v)) = self
+                .checkpoint
+                .get_json::<BatchRecord>(&batch_key(id))
+                .await?
+            {
+                batches.push((b, v));
+            }
+        }
+        let files: usize = batches
+            .iter()
+            .map(|(b, _)| b.targets.get(&target).map_or(0, |t| t.files.len()))
+            .sum();
+        let rows: u64 = batches
+            .iter()
+            .map(|(b, _)| b.targets.get(&target).map_or(0, |t| t.rows))
+            .sum();
+
+        if rec.state == CommitState::Pending {
+            let table = load_table(self.catalog.as_ref(), &ident)
+                .await?
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::NotFound,
+                        format!("table {table_name} does not exist"),
+                    )
+                })?;
+            let snapshot = if let Some(s) = find_commit(&table, &rec.id) {
+                Some(s)
+            } else if files == 0 {
+                None
+            } else {
+                let mut data_files = Vec::with_capacity(files);
+                for (b, _) in &batches {
+                    for f in &b.targets[&target].files {
+                        data_files.push(f.to_data_file(&table)?);
+                    }
+                }
+                let checkpoint = serde_json::json!({"batches": rec.batches, "rows": rows});
+                let req = AppendRequest {
+                    table: ident.clone(),
+                    files: data_files,
+                    commit_id: rec.id.clone(),
+                    summary: HashMap::from([(CHECKPOINT_PROP.to_owned(), checkpoint.to_string())]),
+                    deadline: Instant::now() + Duration::from_millis(self.config.commit.timeout_ms),
+                };
+                match append_exactly_once(self.catalog.as_ref(), &req).await? {
+                    AppendOutcome::Committed { snapshot_id }
+                    | AppendOutcome::AlreadyCommitted { snapshot_id } => Some(snapshot_id),
+                }
+            };
+            self.faults.hit("commit.after-append");
+            rec.state = CommitState::Done;
+            rec.snapshot_id = snapshot;
+            version = self
+                .checkpoint
+                .update_json(key, &rec, &version, None)
+                .await?
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Conflict,
+                        format!("commit record {key} changed under its committer"),
+                    )
+                })?;
+            self.faults.hit("commit.after-done");
+        }
+
+        // Mark the batches; a batch every target has committed becomes a done record.
+        for (mut b, mut v) in batches {
+            loop {
+                b.committed.insert(target.clone(), rec.id.clone());
+                let all = b.targets.keys().all(|t| b.committed.contains_key(t));
+                if all {
+                    let done = DoneRecord {
+                        committed: b.committed.clone(),
+                        at_ms: now_ms(),
+                    };
+                    let ttl = Some(Duration::from_secs(
+                        self.config.ingest.dedupe_ttl_hours * 3600,
+                    ));
+                    let _ = self
+                        .checkpoint
+                        .insert_json(&done_key(&b.id), &done, ttl)
+                        .await?;
+                    if self
+                        .checkpoint
+                        .delete_if_version(&batch_key(&b.id), &v)
+                        .await?
+                    {
+                        break;
+                    }
+                } else if self
+                    .checkpoint
+                    .update_json(&batch_key(&b.id), &b, &v, None)
+                    .await?
+                    .is_some()
+                {
+                    break;
+                }
+                // Another target's committer changed the batch meanwhile: reload and retry.
+                match self
+                    .checkpoint
+                    .get_json::<BatchRecord>(&batch_key(&b.id))
+                    .await?
+                {
+                    Some((fresh, fv)) => {
+                        b = fresh;
+                        v = fv;
+                    }
+                    None => break,
+                }
+            }
+            self.faults.hit("commit.after-batches");
+        }
+        self.checkpoint.delete_if_version(key, &version).await?;
+        tracing::info!(target = %target, commit_id = %rec.id, batches = rec.batches.len(), files, rows, snapshot_id = rec.snapshot_id, "commit finished");
+        Ok(TargetCommit {
+            target,
+            commit_id: rec.id,
+            batches: rec.batches.len(),
+            files,
+            rows,
+            snapshot_id: rec.snapshot_id,
+            recovered,
+        })
+    }
+
+    /// Staged work waiting per target: (batches, files, rows).
+    pub async fn staged_summary(&self) -> Result<BTreeMap<String, (usize, usize, u64)>> {
+        let mut out: BTreeMap<String, (usize, usize, u64)> = BTreeMap::new();
+        for (_, b, _) in self.checkpoint.scan_json::<BatchRecord>("batch/").await? {
+            if b.state != BatchState::Staged {
+                continue;
+            }
+            for (t, files) in &b.targets {
+                if !b.committed.contains_key(t) {
+                    let e = out.entry(t.clone()).or_default();
+                    e.0 += 1;
+                    e.1 += files.files.len();
+                    e.2 += files.rows;
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,79 @@
+//! A test-only fault hook: crash the process at a named step of the protocol.
+//!
+//! `FLOE_FAULT=ingest.after-stage` (a comma-separated list of points; `point@N` crashes at the
+//! N-th hit) makes [`Faults::hit`] exit the process with status 86 at that point, without
+//! cleanup, the way a killed function instance stops. Tests run `floe run` with a fault, then
+//! again without, and check that every row landed exactly once.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Exit status of a process stopped by an injected fault.
+pub const FAULT_EXIT_CODE: i32 = 86;
+
+/// Every named point, in protocol order (see the crate doc's diagram).
+pub const POINTS: &[&str] = &[
+    "ingest.after-batch-open",
+    "ingest.after-claim",
+    "ingest.after-write",
+    "ingest.after-dead-letter",
+    "ingest.after-stage",
+    "ingest.after-mark",
+    "commit.after-lease",
+    "commit.after-record",
+    "commit.after-append",
+    "commit.after-done",
+    "commit.after-batches",
+];
+
+/// The armed fault points.
+#[derive(Debug, Default)]
+pub struct Faults {
+    armed: Mutex<HashMap<String, u32>>,
+}
+
+impl Faults {
+    /// Faults from `FLOE_FAULT`.
+    pub fn from_env() -> Self {
+        match std::env::var("FLOE_FAULT") {
+            Ok(spec) => Self::parse(&spec),
+            Err(_) => Faults::default(),
+        }
+    }
+
+    /// Faults from a spec like `ingest.after-stage,commit.after-append@2`.
+    pub fn parse(spec: &str) -> Self {
+        let armed = spec
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| match s.split_once('@') {
+                Some((p, n)) => (p.to_owned(), n.parse().unwrap_or(1)),
+                None => (s.to_owned(), 1),
+            })
+            .collect();
+        Faults {
+            armed: Mutex::new(armed),
+        }
+    }
+
+    /// Stop the process here if this point is armed (and its count is reached).
+    pub fn hit(&self, point: &str) {
+        debug_assert!(POINTS.contains(&point), "unknown fault point {point}");
+        let fire = {
+            let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+            match armed.get_mut(point) {
+                Some(n) if *n <= 1 => true,
+                Some(n) => {
+                    *n -= 1;
+                    false
+                }
+                None => false,
+            }
+        };
+        if fire {
+            eprintln!("floe: injected fault at {point}: stopping");
+            std::process::exit(FAULT_EXIT_CODE);
+        }
+    }
+}

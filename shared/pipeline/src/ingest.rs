@@ -1,0 +1,840 @@
+//! Ingest: a batch of object changes → claims → rows in data files → one staged batch record.
+//! See the crate doc for the protocol and its crash points.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use floe_checkpoint::{StoreExt, Version, now_ms};
+use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
+use floe_iceberg::{
+    StagedFile, TableDefinition, TableWriter, WriterOptions, ensure_table, parse_ident,
+};
+use floe_schema::cdc::MetaRow;
+use floe_schema::decode::BadRecord;
+use iceberg::table::Table;
+
+use crate::claim::{Decision, decide};
+use crate::config::{Mode, OnError};
+use crate::deadletter::{DeadLetter, DeadLetterWriter};
+use crate::keys::{
+    BatchRecord, BatchState, DoneRecord, ObjRecord, ObjState, TargetFiles, batch_key, done_key,
+    obj_key,
+};
+use crate::objects::{ObjectFailure, content_of, metadata_rows, read_records, table_schema_for};
+use crate::pipeline::Pipeline;
+use crate::target::iceberg_target;
+
+/// What became of one change of a batch.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Its rows are staged: durable, the committers finish it.
+    Staged,
+    /// This version already landed (or failed for good, or was ignored) before.
+    Duplicate,
+    /// A newer version of the object is already recorded.
+    Stale,
+    /// Nothing to land: no route took it, or its route makes no rows of a removal.
+    Ignored(String),
+    /// The object could not be read and went to the dead-letter destination (or was skipped).
+    DeadLettered(String),
+    /// Another live batch is working on it: try again later.
+    Busy,
+    /// It failed; `is_retryable()` says whether a later try may succeed.
+    Failed(Error),
+}
+
+impl Outcome {
+    /// Whether the change is finished with: a queue message carrying only finished changes can
+    /// be deleted.
+    pub fn is_done(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Staged
+                | Outcome::Duplicate
+                | Outcome::Stale
+                | Outcome::Ignored(_)
+                | Outcome::DeadLettered(_)
+        )
+    }
+}
+
+/// What a batch did.
+#[derive(Debug, Default)]
+pub struct BatchReport {
+    /// The batch id.
+    pub batch: String,
+    /// One outcome per input change, in order.
+    pub outcomes: Vec<Outcome>,
+    /// Rows written.
+    pub rows: u64,
+    /// Object bytes read.
+    pub bytes_read: u64,
+    /// Bad records set aside (dead-lettered or skipped).
+    pub bad_records: u64,
+    /// Dead letters written (bad records and unreadable objects).
+    pub dead_letters: u64,
+    /// Data files staged.
+    pub files: usize,
+}
+
+impl BatchReport {
+    /// How many outcomes are of a kind, by a predicate.
+    pub fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
+        self.outcomes.iter().filter(|o| f(o)).count()
+    }
+}
+
+/// A claimed change.
+struct Claimed {
+    idx: usize,
+    key: String,
+    version: Version,
+    /// What the record held before the claim (restored if the object is given back).
+    prev: Option<(ObjRecord, Version)>,
+    route: usize,
+    table: String,
+}
+
+/// Per-table state while a batch runs.
+struct Slot {
+    table: Table,
+    writer: TableWriter,
+}
+
+impl Pipeline {
+    /// Land a batch of changes; see the crate doc.
+    pub async fn ingest(&self, changes: &[ObjectChange]) -> Result<BatchReport> {
+        let batch = uuid::Uuid::now_v7().to_string();
+        let mut report = BatchReport {
+            batch: batch.clone(),
+            ..Default::default()
+        };
+        let mut outcomes: Vec<Option<Outcome>> = (0..changes.len()).map(|_| None).collect();
+        let mut dead = DeadLetterWriter::new(self.dead_letters.clone(), &batch);
+
+        // Route.
+        let mut routed = Vec::new();
+        for (i, c) in changes.iter().enumerate() {
+            match self.router.route(c) {
+                Ok(Some(r)) => {
+                    let mode = self.router.config(r.route).mode;
+                    if c.operation == Operation::Removed && mode == Mode::Records {
+                        self.record_ignored(c, "a removed object has no records")
+                            .await?;
+                        outcomes[i] =
+                            Some(Outcome::Ignored("a removed object has no records".into()));
+                    } else {
+                        routed.push((i, r));
+                    }
+                }
+                Ok(None) => {
+                    self.record_ignored(c, "no route").await?;
+                    outcomes[i] = Some(Outcome::Ignored("no route".into()));
+                }
+                Err(e) => {
+                    // A route matched but its table cannot be named for this object.
+                    let store = self.stores.store(c)?;
+                    dead.add(&DeadLetter {
+                        time: chrono::Utc::now().to_rfc3339(),
+                        batch: batch.clone(),
+                        route: String::new(),
+                        bucket: c.bucket.clone(),
+                        key: c.key.clone(),
+                        url: store.url(&c.key),
+                        line: None,
+                        reason: e.to_string(),
+                        raw: String::new(),
+                    })
+                    .await?;
+                    outcomes[i] = Some(Outcome::DeadLettered(e.to_string()));
+                }
+            }
+        }
+        dead.flush().await?;
+        if routed.is_empty() {
+            report.dead_letters = dead.count();
+            report.outcomes = outcomes
+                .into_iter()
+                .map(|o| o.unwrap_or(Outcome::Ignored("nothing to do".into())))
+                .collect();
+            return Ok(report);
+        }
+
+        // Open the batch record before claiming anything: takers of our claims judge us by it.
+        let mut record = BatchRecord {
+            id: batch.clone(),
+            state: BatchState::Running,
+            owner: self.owner.clone(),
+            started_ms: now_ms(),
+            heartbeat_ms: now_ms(),
+            objects: 0,
+            targets: BTreeMap::new(),
+            committed: BTreeMap::new(),
+        };
+        let mut record_version = self
+            .checkpoint
+            .insert_json(&batch_key(&batch), &record, None)
+            .await?
+            .ok_or_else(|| Error::unexpected(format!("batch id {batch} already exists")))?;
+        self.faults.hit("ingest.after-batch-open");
+
+        // Claim.
+        let mut claimed = Vec::new();
+        for (i, r) in routed {
+            match self.claim(&changes[i], &batch).await {
+                Ok(Ok((key, version, prev))) => claimed.push(Claimed {
+                    idx: i,
+                    key,
+                    version,
+                    prev,
+                    route: r.route,
+                    table: r.table,
+                }),
+                Ok(Err(outcome)) => outcomes[i] = Some(outcome),
+                Err(e) => outcomes[i] = Some(Outcome::Failed(e)),
+            }
+        }
+        self.faults.hit("ingest.after-claim");
+
+        // Read and write; an object given back restarts the batch's writing without it.
+        let slots = loop {
+            match self
+                .write_all(
+                    changes,
+                    &claimed,
+                    &batch,
+                    &mut dead,
+                    &mut record,
+                    &mut record_version,
+                    &mut outcomes,
+                    &mut report,
+                )
+                .await?
+            {
+                WriteResult::Done(slots) => break slots,
+                WriteResult::GiveBack(pos, outcome) => {
+                    let c = claimed.remove(pos);
+                    self.release(&c).await?;
+                    outcomes[c.idx] = Some(outcome);
+                    dead.discard_pending();
+                    report.rows = 0;
+                    report.bad_records = 0;
+                    report.bytes_read = 0;
+                }
+                WriteResult::Abandoned => {
+                    for c in &claimed {
+                        outcomes[c.idx] = Some(Outcome::Busy);
+                    }
+                    report.outcomes = finish(outcomes);
+                    return Ok(report);
+                }
+            }
+        };
+
+        // Close the files.
+        let mut targets = BTreeMap::new();
+        for (table_name, slot) in slots {
+            let files = slot.writer.close().await?;
+            let staged = files
+                .into_iter()
+                .map(|f| StagedFile::new(&slot.table, f))
+                .collect::<Result<Vec<_>>>()?;
+            report.files += staged.len();
+            let rows = staged.iter().map(|s| s.rows).sum();
+            let bytes = staged.iter().map(|s| s.bytes).sum();
+            targets.insert(
+                iceberg_target(&self.catalog_name, &table_name),
+                TargetFiles {
+                    table: table_name,
+                    files: staged,
+                    rows,
+                    bytes,
+                },
+            );
+        }
+        self.faults.hit("ingest.after-write");
+        dead.flush().await?;
+        report.dead_letters += dead.count();
+        self.faults.hit("ingest.after-dead-letter");
+
+        // Stage: one compare-and-set makes the whole batch durable, unless another instance
+        // declared it abandoned first.
+        if claimed.is_empty() {
+            let _ = self
+                .checkpoint
+                .delete_if_version(&batch_key(&batch), &record_version)
+                .await?;
+            report.outcomes = finish(outcomes);
+            return Ok(report);
+        }
+        record.state = BatchState::Staged;
+        record.objects = claimed.len() as u64;
+        record.targets = targets;
+        record.heartbeat_ms = now_ms();
+        if record.targets.values().all(|t| t.files.is_empty()) {
+            // Nothing to commit anywhere: finished right away.
+            self.finish_empty_batch(&batch, &record, &record_version)
+                .await?;
+        } else if self
+            .checkpoint
+            .update_json(&batch_key(&batch), &record, &record_version, None)
+            .await?
+            .is_none()
+        {
+            tracing::warn!(batch = %batch, "batch was declared abandoned before it could stage; its objects go to other batches");
+            for c in &claimed {
+                outcomes[c.idx] = Some(Outcome::Busy);
+            }
+            report.outcomes = finish(outcomes);
+            report.files = 0;
+            return Ok(report);
+        }
+        self.faults.hit("ingest.after-stage");
+        tracing::info!(batch = %batch, objects = claimed.len(), rows = report.rows, files = report.files, "batch staged");
+
+        // Mark the objects staged (best effort: a claim by a staged batch already counts).
+        for c in &claimed {
+            let mut rec = self.obj_record(
+                &changes[c.idx],
+                ObjState::Staged {
+                    batch: batch.clone(),
+                },
+            );
+            if let Some((prev, _)) = &c.prev
+                && rec.etag.is_none()
+            {
+                rec.size = rec.size.or(prev.size);
+            }
+            let _ = self
+                .checkpoint
+                .update_json(&c.key, &rec, &c.version, self.dedupe_ttl)
+                .await;
+            if outcomes[c.idx].is_none() {
+                outcomes[c.idx] = Some(Outcome::Staged);
+            }
+        }
+        self.faults.hit("ingest.after-mark");
+        report.outcomes = finish(outcomes);
+        Ok(report)
+    }
+
+    fn obj_record(&self, c: &ObjectChange, state: ObjState) -> ObjRecord {
+        ObjRecord {
+            bucket: c.bucket.clone(),
+            key: c.key.clone(),
+            operation: c.operation,
+            etag: c.etag.clone(),
+            version_id: c.version_id.clone(),
+            sequencer: c.sequencer.clone(),
+            event_time_ms: c.event_time.map(|t| t.timestamp_millis()),
+            size: c.size,
+            state,
+            at_ms: now_ms(),
+        }
+    }
+
+    /// Remember an object floe deliberately does not land (so a folder rescan does not offer it
+    /// again, and a redelivery is recognised).
+    async fn record_ignored(&self, c: &ObjectChange, reason: &str) -> Result<()> {
+        let key = obj_key(&c.bucket, &c.key);
+        let rec = self.obj_record(
+            c,
+            ObjState::Ignored {
+                reason: reason.into(),
+            },
+        );
+        for _ in 0..5 {
+            match self.checkpoint.get_json::<ObjRecord>(&key).await? {
+                None => {
+                    if self
+                        .checkpoint
+                        .insert_json(&key, &rec, self.dedupe_ttl)
+                        .await?
+                        .is_some()
+                    {
+                        return Ok(());
+                    }
+                }
+                Some((old, v)) => {
+                    if matches!(old.state, ObjState::Claimed { .. })
+                        || crate::claim::is_older(&old, c)
+                    {
+                        return Ok(());
+                    }
+                    if self
+                        .checkpoint
+                        .update_json(&key, &rec, &v, self.dedupe_ttl)
+                        .await?
+                        .is_some()
+                    {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Claim one change for `batch`: `Ok(Ok(..))` claimed, `Ok(Err(outcome))` not ours to do.
+    #[allow(clippy::type_complexity)]
+    async fn claim(
+        &self,
+        c: &ObjectChange,
+        batch: &str,
+    ) -> Result<std::result::Result<(String, Version, Option<(ObjRecord, Version)>), Outcome>> {
+        let key = obj_key(&c.bucket, &c.key);
+        let mine = self.obj_record(
+            c,
+            ObjState::Claimed {
+                batch: batch.to_owned(),
+            },
+        );
+        for _ in 0..10 {
+            let existing = self.checkpoint.get_json::<ObjRecord>(&key).await?;
+            let decision = decide(existing.as_ref().map(|(r, _)| r), c, batch);
+            let decision = match decision {
+                Decision::ClaimedBy(other) => match self.judge_batch(&other).await? {
+                    Judged::Live => return Ok(Err(Outcome::Busy)),
+                    Judged::Staged => {
+                        if let Some((rec, v)) = &existing {
+                            let mut fixed = rec.clone();
+                            fixed.state = ObjState::Staged {
+                                batch: other.clone(),
+                            };
+                            let _ = self
+                                .checkpoint
+                                .update_json(&key, &fixed, v, self.dedupe_ttl)
+                                .await;
+                        }
+                        return Ok(Err(Outcome::Duplicate));
+                    }
+                    Judged::Gone => Decision::Claim,
+                },
+                d => d,
+            };
+            match decision {
+                Decision::Duplicate => return Ok(Err(Outcome::Duplicate)),
+                Decision::Stale => return Ok(Err(Outcome::Stale)),
+                Decision::ClaimedBy(_) => return Ok(Err(Outcome::Busy)),
+                Decision::Claim => {
+                    let written = match &existing {
+                        None => {
+                            self.checkpoint
+                                .insert_json(&key, &mine, self.dedupe_ttl)
+                                .await?
+                        }
+                        Some((_, v)) => {
+                            self.checkpoint
+                                .update_json(&key, &mine, v, self.dedupe_ttl)
+                                .await?
+                        }
+                    };
+                    if let Some(version) = written {
+                        return Ok(Ok((key, version, existing)));
+                    }
+                    // Lost a race: look again.
+                }
+            }
+        }
+        Ok(Err(Outcome::Busy))
+    }
+
+    /// Decide about a batch that holds a claim we want.
+    async fn judge_batch(&self, other: &str) -> Result<Judged> {
+        for _ in 0..5 {
+            match self
+                .checkpoint
+                .get_json::<BatchRecord>(&batch_key(other))
+                .await?
+            {
+                None => {
+                    return Ok(if self.checkpoint.get(&done_key(other)).await?.is_some() {
+                        Judged::Staged
+                    } else {
+                        Judged::Gone
+                    });
+                }
+                Some((rec, v)) => match rec.state {
+                    BatchState::Staged => return Ok(Judged::Staged),
+                    BatchState::Abandoned => return Ok(Judged::Gone),
+                    BatchState::Running => {
+                        let stale = now_ms() - rec.heartbeat_ms
+                            > self.config.ingest.claim_timeout_ms as i64;
+                        if !stale && !rec.owner.is_dead_local_process() {
+                            return Ok(Judged::Live);
+                        }
+                        let mut dead = rec.clone();
+                        dead.state = BatchState::Abandoned;
+                        let ttl = Some(Duration::from_millis(
+                            self.config.ingest.claim_timeout_ms * 4,
+                        ));
+                        if self
+                            .checkpoint
+                            .update_json(&batch_key(other), &dead, &v, ttl)
+                            .await?
+                            .is_some()
+                        {
+                            tracing::warn!(
+                                batch = other,
+                                "took over the objects of a batch that stopped"
+                            );
+                            return Ok(Judged::Gone);
+                        }
+                    }
+                },
+            }
+        }
+        Ok(Judged::Live)
+    }
+
+    /// Give an object back: restore what its record held before our claim.
+    async fn release(&self, c: &Claimed) -> Result<()> {
+        match &c.prev {
+            None => {
+                self.checkpoint
+                    .delete_if_version(&c.key, &c.version)
+                    .await?;
+            }
+            Some((prev, _)) => {
+                self.checkpoint
+                    .update_json(&c.key, prev, &c.version, self.dedupe_ttl)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn finish_empty_batch(
+        &self,
+        batch: &str,
+        record: &BatchRecord,
+        version: &Version,
+    ) -> Result<()> {
+        let done = DoneRecord {
+            committed: record
+                .targets
+                .keys()
+                .map(|t| (t.clone(), String::new()))
+                .collect(),
+            at_ms: now_ms(),
+        };
+        self.checkpoint
+            .insert_json(&done_key(batch), &done, self.dedupe_ttl)
+            .await?;
+        self.checkpoint
+            .delete_if_version(&batch_key(batch), version)
+            .await?;
+        Ok(())
+    }
+
+    /// Refresh the batch's heartbeat if due; `false` when the batch was abandoned meanwhile.
+    async fn heartbeat(&self, record: &mut BatchRecord, version: &mut Version) -> Result<bool> {
+        let due = now_ms() - record.heartbeat_ms > (self.config.ingest.claim_timeout_ms / 4) as i64;
+        if !due {
+            return Ok(true);
+        }
+        record.heartbeat_ms = now_ms();
+        match self
+            .checkpoint
+            .update_json(&batch_key(&record.id), record, version, None)
+            .await?
+        {
+            Some(v) => {
+                *version = v;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Write every claimed object into its table's writer.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_all(
+        &self,
+        changes: &[ObjectChange],
+        claimed: &[Claimed],
+        batch: &str,
+        dead: &mut DeadLetterWriter,
+        record: &mut BatchRecord,
+        record_version: &mut Version,
+        outcomes: &mut [Option<Outcome>],
+        report: &mut BatchReport,
+    ) -> Result<WriteResult> {
+        let mut slots: HashMap<String, Slot> = HashMap::new();
+        // Per table: (change index, content) of the metadata rows to write.
+        let mut meta: HashMap<String, Vec<MetaItem>> = HashMap::new();
+        for (pos, c) in claimed.iter().enumerate() {
+            if !self.heartbeat(record, record_version).await? {
+                return Ok(WriteResult::Abandoned);
+            }
+            let change = &changes[c.idx];
+            let route = self.router.config(c.route);
+            let store = self.stores.store(change)?;
+            let url = store.url(&change.key);
+            let span = tracing::info_span!("object", bucket = %change.bucket, key = %change.key);
+            let _enter = span.enter();
+
+            // The table (created on first use).
+            if !slots.contains_key(&c.table) {
+                let table = match self.table_for(&store, change, route, &c.table).await {
+                    Ok(t) => t,
+                    Err(f) => match self
+                        .object_failed(f, route, change, &url, batch, dead)
+                        .await?
+                    {
+                        Some(outcome) => return Ok(WriteResult::GiveBack(pos, outcome)),
+                        None => {
+                            outcomes[c.idx] =
+                                Some(Outcome::DeadLettered("table could not be created".into()));
+                            continue;
+                        }
+                    },
+                };
+                let opts = WriterOptions {
+                    target_file_size_bytes: self.config.ingest.target_file_size_bytes as usize,
+                    row_group_rows: self.config.ingest.row_group_rows,
+                    file_prefix: batch.to_owned(),
+                    ..Default::default()
+                };
+                let writer = TableWriter::new(&table, &opts).await?;
+                slots.insert(c.table.clone(), Slot { table, writer });
+            }
+            let Some(slot) = slots.get_mut(&c.table) else {
+                continue;
+            };
+
+            match route.mode {
+                Mode::Metadata | Mode::Content => match content_of(&store, change, route).await {
+                    Ok(content) => {
+                        report.bytes_read += content.as_ref().map_or(0, |c| c.len() as u64);
+                        meta.entry(c.table.clone())
+                            .or_default()
+                            .push((c.idx, content));
+                        report.rows += 1;
+                    }
+                    Err(f) => {
+                        if let Some(outcome) = self
+                            .object_failed(f, route, change, &url, batch, dead)
+                            .await?
+                        {
+                            return Ok(WriteResult::GiveBack(pos, outcome));
+                        }
+                        outcomes[c.idx] = Some(Outcome::DeadLettered("unreadable object".into()));
+                    }
+                },
+                Mode::Records => {
+                    let mut letters = Vec::new();
+                    let policy = route.on_error;
+                    let mut on_bad = |bad: BadRecord| -> std::result::Result<(), BadRecord> {
+                        match policy {
+                            OnError::Fail => Err(bad),
+                            OnError::Skip => {
+                                tracing::warn!(line = bad.line, reason = %bad.reason, "bad record skipped");
+                                Ok(())
+                            }
+                            OnError::DeadLetter => {
+                                letters.push(bad);
+                                Ok(())
+                            }
+                        }
+                    };
+                    let result = read_records(
+                        &store,
+                        change,
+                        route,
+                        &mut slot.writer,
+                        self.config.ingest.batch_rows,
+                        &mut on_bad,
+                    )
+                    .await;
+                    for bad in letters {
+                        dead.add(&letter(
+                            batch, route, change, &url, bad.line, bad.reason, bad.raw,
+                        ))
+                        .await?;
+                    }
+                    match result {
+                        Ok(stats) => {
+                            report.rows += stats.rows;
+                            report.bytes_read += stats.bytes;
+                            report.bad_records += stats.bad;
+                            tracing::info!(rows = stats.rows, bad = stats.bad, "object ingested");
+                        }
+                        Err(f) => {
+                            if let Some(outcome) = self
+                                .object_failed(f, route, change, &url, batch, dead)
+                                .await?
+                            {
+                                return Ok(WriteResult::GiveBack(pos, outcome));
+                            }
+                            outcomes[c.idx] =
+                                Some(Outcome::DeadLettered("unreadable object".into()));
+                        }
+                    }
+                }
+            }
+            if let Some(p) = &self.progress {
+                p(change, pos + 1, claimed.len());
+            }
+        }
+        // Metadata rows, one batch per table.
+        for (table, items) in meta {
+            let Some(slot) = slots.get_mut(&table) else {
+                continue;
+            };
+            let rows: Vec<MetaRow<'_>> = items
+                .into_iter()
+                .map(|(idx, content)| {
+                    let change = &changes[idx];
+                    let url = self
+                        .stores
+                        .store(change)
+                        .map(|s| s.url(&change.key))
+                        .unwrap_or_else(|_| change.url());
+                    MetaRow {
+                        change,
+                        url,
+                        content,
+                    }
+                })
+                .collect();
+            let batch_rows = metadata_rows(slot.writer.arrow_schema(), &rows)?;
+            slot.writer.write(batch_rows).await?;
+        }
+        Ok(WriteResult::Done(slots))
+    }
+
+    /// The table a route writes for this object, created if missing.
+    async fn table_for(
+        &self,
+        store: &Arc<dyn floe_storage::ObjectStore>,
+        change: &ObjectChange,
+        route: &crate::config::RouteConfig,
+        table: &str,
+    ) -> std::result::Result<Table, ObjectFailure> {
+        let ident = parse_ident(table).map_err(ObjectFailure::Unreadable)?;
+        if let Some(t) = floe_iceberg::load_table(self.catalog.as_ref(), &ident)
+            .await
+            .map_err(ObjectFailure::from_error)?
+        {
+            return Ok(t);
+        }
+        let schema = table_schema_for(store, change, route).await?;
+        let definition = TableDefinition {
+            schema,
+            partition_by: route.partition_by.clone(),
+            properties: HashMap::new(),
+        };
+        ensure_table(self.catalog.as_ref(), &ident, &definition)
+            .await
+            .map_err(|e| match e.kind() {
+                ErrorKind::Config | ErrorKind::InvalidInput => ObjectFailure::Unreadable(e),
+                _ => ObjectFailure::from_error(e),
+            })
+    }
+
+    /// Handle an object that failed: `Some(outcome)` gives it back (the batch restarts without
+    /// it); `None` means it was set aside under the route's policy and the batch goes on.
+    async fn object_failed(
+        &self,
+        f: ObjectFailure,
+        route: &crate::config::RouteConfig,
+        change: &ObjectChange,
+        url: &str,
+        batch: &str,
+        dead: &mut DeadLetterWriter,
+    ) -> Result<Option<Outcome>> {
+        match f {
+            ObjectFailure::Retry(e) => {
+                tracing::warn!(error = %e, "object failed; it will be retried");
+                Ok(Some(Outcome::Failed(e)))
+            }
+            ObjectFailure::Rejected(bad) => {
+                let e = Error::invalid_input(format!(
+                    "{url}: record at line {} rejected under on-error = fail: {}",
+                    bad.line.unwrap_or(0),
+                    bad.reason
+                ))
+                .with_retryable(false);
+                tracing::error!(error = %e, "object rejected");
+                Ok(Some(Outcome::Failed(e)))
+            }
+            ObjectFailure::Unreadable(e) => match route.on_error {
+                OnError::Fail => {
+                    tracing::error!(error = %e, "object unreadable; rejected under on-error = fail");
+                    Ok(Some(Outcome::Failed(e.with_retryable(false))))
+                }
+                OnError::Skip => {
+                    tracing::warn!(error = %e, "object unreadable; skipped");
+                    Ok(None)
+                }
+                OnError::DeadLetter => {
+                    tracing::warn!(error = %e, "object unreadable; dead-lettered");
+                    dead.add(&letter(
+                        batch,
+                        route,
+                        change,
+                        url,
+                        None,
+                        e.to_string(),
+                        String::new(),
+                    ))
+                    .await?;
+                    Ok(None)
+                }
+            },
+        }
+    }
+}
+
+/// A metadata row waiting to be written: the change's index and the object's bytes (content mode).
+type MetaItem = (usize, Option<Vec<u8>>);
+
+enum Judged {
+    /// Alive and working: leave the object to it.
+    Live,
+    /// It staged (the object is landed).
+    Staged,
+    /// Dead, abandoned or gone: its objects may be taken.
+    Gone,
+}
+
+enum WriteResult {
+    Done(HashMap<String, Slot>),
+    GiveBack(usize, Outcome),
+    Abandoned,
+}
+
+fn letter(
+    batch: &str,
+    route: &crate::config::RouteConfig,
+    change: &ObjectChange,
+    url: &str,
+    line: Option<u64>,
+    reason: String,
+    raw: String,
+) -> DeadLetter {
+    DeadLetter {
+        time: chrono::Utc::now().to_rfc3339(),
+        batch: batch.to_owned(),
+        route: route.name.clone(),
+        bucket: change.bucket.clone(),
+        key: change.key.clone(),
+        url: url.to_owned(),
+        line,
+        reason,
+        raw,
+    }
+}
+
+fn finish(outcomes: Vec<Option<Outcome>>) -> Vec<Outcome> {
+    outcomes
+        .into_iter()
+        .map(|o| {
+            o.unwrap_or_else(|| {
+                Outcome::Failed(Error::unexpected("change left without an outcome"))
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,238 @@
+//! The checkpoint table's layout: keys and the records under them.
+//!
+//! | key | record | life |
+//! |---|---|---|
+//! | `obj/<bucket hash>/<key hash>` | [`ObjRecord`]: latest identity seen, and its state | dedupe TTL (none for a local folder) |
+//! | `batch/<batch>` | [`BatchRecord`]: a live ingest batch: running, staged, abandoned | until every target committed it |
+//! | `done/<batch>` | [`DoneRecord`]: a batch whose every target committed it | dedupe TTL |
+//! | `commit/<target>/<commit>` | [`CommitRecord`]: a commit in flight | until its batches are marked |
+//! | `lease/<target>` | [`Lease`]: the one committer of a target | its TTL |
+//! | `cursor/<source>` | source-specific position | none |
+
+use std::collections::BTreeMap;
+
+use floe_core::Operation;
+use floe_iceberg::StagedFile;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+fn short_hash(parts: &[&str], len: usize) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())[..len].to_owned()
+}
+
+/// `obj/<bucket hash>/` : every object record of a bucket.
+pub fn obj_prefix(bucket: &str) -> String {
+    format!("obj/{}/", short_hash(&[bucket], 12))
+}
+
+/// `obj/<bucket hash>/<key hash>`.
+pub fn obj_key(bucket: &str, key: &str) -> String {
+    format!("{}{}", obj_prefix(bucket), short_hash(&[bucket, key], 32))
+}
+
+/// `batch/<id>`.
+pub fn batch_key(batch: &str) -> String {
+    format!("batch/{batch}")
+}
+
+/// `done/<id>`.
+pub fn done_key(batch: &str) -> String {
+    format!("done/{batch}")
+}
+
+/// `commit/<target>/`.
+pub fn commit_prefix(target: &str) -> String {
+    format!("commit/{target}/")
+}
+
+/// `lease/<target>`.
+pub fn lease_key(target: &str) -> String {
+    format!("lease/{target}")
+}
+
+/// Where an object is in the pipeline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ObjState {
+    /// A batch is working on it.
+    Claimed {
+        /// The batch.
+        batch: String,
+    },
+    /// What it produced is staged (durable); the committers finish it.
+    Staged {
+        /// The batch that staged it.
+        batch: String,
+    },
+    /// It could not be read at all and was dead-lettered (or skipped) under the route's policy.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+    /// No route took it, or its operation produces no rows for its route.
+    Ignored {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The latest identity of an object and where it is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjRecord {
+    /// Bucket.
+    pub bucket: String,
+    /// Key.
+    pub key: String,
+    /// Created or removed.
+    pub operation: Operation,
+    /// ETag of the version (None for removals).
+    pub etag: Option<String>,
+    /// Version id.
+    pub version_id: Option<String>,
+    /// S3 sequencer.
+    pub sequencer: Option<String>,
+    /// Event time, ms since the epoch.
+    pub event_time_ms: Option<i64>,
+    /// Size in bytes.
+    pub size: Option<u64>,
+    /// Where it is.
+    #[serde(flatten)]
+    pub state: ObjState,
+    /// When the state was set, ms since the epoch.
+    pub at_ms: i64,
+}
+
+/// Who runs a batch or holds a lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    /// Host name.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// This run's id.
+    pub run: String,
+}
+
+impl Owner {
+    /// Whether this owner is a process on this host that no longer exists (it crashed).
+    pub fn is_dead_local_process(&self) -> bool {
+        self.host == hostname() && self.pid != std::process::id() && !process_alive(self.pid)
+    }
+}
+
+/// This machine's name.
+pub fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_owned())
+        })
+        .unwrap_or_else(|| "localhost".into())
+}
+
+fn process_alive(pid: u32) -> bool {
+    let proc = std::path::Path::new("/proc");
+    if !proc.exists() {
+        return true; // cannot tell: rely on timeouts
+    }
+    proc.join(pid.to_string()).exists()
+}
+
+/// A batch's lifecycle state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchState {
+    /// Claiming, reading and writing.
+    Running,
+    /// Its files are durable; committers take it from here.
+    Staged,
+    /// Declared dead by another instance that took over its objects; it can no longer stage.
+    Abandoned,
+}
+
+/// The files a batch staged for one target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetFiles {
+    /// The table, `namespace.table`.
+    pub table: String,
+    /// The data files.
+    pub files: Vec<StagedFile>,
+    /// Rows in them.
+    pub rows: u64,
+    /// Bytes of them.
+    pub bytes: u64,
+}
+
+/// A live ingest batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchRecord {
+    /// The batch id.
+    pub id: String,
+    /// Its state.
+    pub state: BatchState,
+    /// Who runs it.
+    pub owner: Owner,
+    /// When it started.
+    pub started_ms: i64,
+    /// When its owner last said it is alive.
+    pub heartbeat_ms: i64,
+    /// Objects it staged.
+    pub objects: u64,
+    /// Files per target (set when staged).
+    pub targets: BTreeMap<String, TargetFiles>,
+    /// The commit that took it, per target.
+    pub committed: BTreeMap<String, String>,
+}
+
+/// A batch every target has committed (kept for deduplication).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoneRecord {
+    /// Commits per target.
+    pub committed: BTreeMap<String, String>,
+    /// When it finished.
+    pub at_ms: i64,
+}
+
+/// A commit's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommitState {
+    /// Written before the table commit; recovery checks the table's history for it.
+    Pending,
+    /// The table has it; its batches are being marked.
+    Done,
+}
+
+/// A commit in flight for one target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitRecord {
+    /// The commit id (also in the snapshot summary).
+    pub id: String,
+    /// The target.
+    pub target: String,
+    /// The batches it takes.
+    pub batches: Vec<String>,
+    /// Its state.
+    pub state: CommitState,
+    /// When it was started.
+    pub created_ms: i64,
+    /// The snapshot, once known.
+    pub snapshot_id: Option<i64>,
+}
+
+/// A committer's lease on a target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The holder.
+    pub owner: Owner,
+    /// Until when, ms since the epoch (also the entry's TTL).
+    pub until_ms: i64,
+}

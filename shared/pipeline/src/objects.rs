@@ -1,0 +1,306 @@
+//! Reading one object into rows of its table: records, metadata, or content.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use floe_core::{Error, ErrorKind, ObjectChange, Result};
+use floe_iceberg::TableWriter;
+use floe_schema::TableSchema;
+use floe_schema::cdc::{MetaRow, metadata_batch, metadata_schema};
+use floe_schema::decode::{
+    BadRecord, Compression, Decoded, Format, ParquetDecoder, detect, stream_decoder,
+};
+use floe_schema::infer::{arrow_to_iceberg, infer_schema};
+use floe_storage::{ObjectStore, collect_body};
+use futures::StreamExt;
+
+use crate::config::{Mode, RouteConfig};
+
+/// How reading an object failed.
+#[derive(Debug)]
+pub enum ObjectFailure {
+    /// A transient failure (network, throttling): try the object again later.
+    Retry(Error),
+    /// The object cannot be read at all (unknown format, corrupt stream, gone).
+    Unreadable(Error),
+    /// A bad record under the `fail` policy: the object is rejected whole.
+    Rejected(BadRecord),
+}
+
+impl ObjectFailure {
+    pub(crate) fn from_error(e: Error) -> Self {
+        if e.is_retryable() {
+            ObjectFailure::Retry(e)
+        } else {
+            ObjectFailure::Unreadable(e)
+        }
+    }
+}
+
+/// What reading an object produced (rows go straight to the writer).
+#[derive(Debug, Default)]
+pub struct ObjectStats {
+    /// Rows written.
+    pub rows: u64,
+    /// Bytes read from the store.
+    pub bytes: u64,
+    /// Bad records set aside (handed to `on_bad`).
+    pub bad: u64,
+}
+
+/// Callback for a bad record: returns an error to reject the object (`fail` policy).
+pub type OnBad<'a> = &'a mut (dyn FnMut(BadRecord) -> std::result::Result<(), BadRecord> + Send);
+
+/// The object's format and compression, or an unreadable-object error saying how to fix it.
+pub fn object_format(
+    change: &ObjectChange,
+    route: &RouteConfig,
+    content_type: Option<&str>,
+    content_encoding: Option<&str>,
+) -> Result<(Format, Compression)> {
+    detect(&change.key, content_type, content_encoding, route.format.as_ref()).ok_or_else(|| {
+        Error::invalid_input(format!(
+            "cannot tell the format of {}: name it .ndjson/.json/.csv/.parquet (optionally .gz/.zst) or set `format` on route `{}`",
+            change.key, route.name
+        ))
+    })
+}
+
+/// Stream the object's records into `writer`.
+pub async fn read_records(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    route: &RouteConfig,
+    writer: &mut TableWriter,
+    batch_rows: usize,
+    on_bad: OnBad<'_>,
+) -> std::result::Result<ObjectStats, ObjectFailure> {
+    let mut stats = ObjectStats::default();
+    let got = store.get(&change.key).await.map_err(|e| match e.kind() {
+        ErrorKind::NotFound => ObjectFailure::Unreadable(
+            e.while_doing(format!("failed to read {}", store.url(&change.key))),
+        ),
+        _ => ObjectFailure::from_error(
+            e.while_doing(format!("failed to read {}", store.url(&change.key))),
+        ),
+    })?;
+    let (format, compression) = object_format(
+        change,
+        route,
+        got.meta.content_type.as_deref(),
+        got.meta.content_encoding.as_deref(),
+    )
+    .map_err(ObjectFailure::Unreadable)?;
+    let schema = writer.arrow_schema().clone();
+    if format == Format::Parquet {
+        drop(got);
+        let file = parquet_file(store, &change.key).await?;
+        let mut dec =
+            ParquetDecoder::new(file, schema, batch_rows).map_err(ObjectFailure::Unreadable)?;
+        stats.bytes = change.size.unwrap_or(0);
+        while let Some(out) = dec.next_batch().map_err(ObjectFailure::Unreadable)? {
+            drain(out, writer, on_bad, &mut stats).await?;
+        }
+        return Ok(stats);
+    }
+    let mut dec = stream_decoder(&format, compression, schema, batch_rows)
+        .map_err(ObjectFailure::Unreadable)?;
+    let mut body = got.body;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(ObjectFailure::from_error)?;
+        stats.bytes += chunk.len() as u64;
+        dec.push(&chunk).map_err(ObjectFailure::Unreadable)?;
+        drain(dec.take(), writer, on_bad, &mut stats).await?;
+    }
+    dec.finish().map_err(ObjectFailure::Unreadable)?;
+    drain(dec.take(), writer, on_bad, &mut stats).await?;
+    Ok(stats)
+}
+
+async fn drain(
+    out: Decoded,
+    writer: &mut TableWriter,
+    on_bad: OnBad<'_>,
+    stats: &mut ObjectStats,
+) -> std::result::Result<(), ObjectFailure> {
+    for bad in out.bad {
+        stats.bad += 1;
+        on_bad(bad).map_err(ObjectFailure::Rejected)?;
+    }
+    for batch in out.batches {
+        stats.rows += batch.num_rows() as u64;
+        writer
+            .write(batch)
+            .await
+            .map_err(ObjectFailure::from_error)?;
+    }
+    Ok(())
+}
+
+/// A Parquet object as a local file: the file itself for a local store, else a temporary copy
+/// streamed to disk (Parquet needs random access; memory stays flat).
+async fn parquet_file(
+    store: &Arc<dyn ObjectStore>,
+    key: &str,
+) -> std::result::Result<std::fs::File, ObjectFailure> {
+    if let Some(path) = store.local_path(key) {
+        return std::fs::File::open(&path).map_err(|e| {
+            ObjectFailure::Unreadable(
+                Error::from(e).while_doing(format!("failed to open {}", path.display())),
+            )
+        });
+    }
+    let got = store.get(key).await.map_err(ObjectFailure::from_error)?;
+    let mut tmp = tempfile::tempfile().map_err(|e| {
+        ObjectFailure::Retry(Error::from(e).while_doing("failed to create a temporary file"))
+    })?;
+    let mut body = got.body;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(ObjectFailure::from_error)?;
+        std::io::Write::write_all(&mut tmp, &chunk)
+            .map_err(|e| ObjectFailure::Retry(Error::from(e)))?;
+    }
+    std::io::Seek::rewind(&mut tmp).map_err(|e| ObjectFailure::Retry(Error::from(e)))?;
+    Ok(tmp)
+}
+
+/// The schema for a table a route creates: declared, the metadata schema, or inferred from this
+/// object's first records.
+pub async fn table_schema_for(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    route: &RouteConfig,
+) -> std::result::Result<TableSchema, ObjectFailure> {
+    if let Some(s) = &route.schema {
+        return Ok(s.clone());
+    }
+    match route.mode {
+        Mode::Metadata => {
+            metadata_schema(route.columns.as_deref(), false).map_err(ObjectFailure::Unreadable)
+        }
+        Mode::Content => {
+            metadata_schema(route.columns.as_deref(), true).map_err(ObjectFailure::Unreadable)
+        }
+        Mode::Records => {
+            let got = store
+                .get(&change.key)
+                .await
+                .map_err(ObjectFailure::from_error)?;
+            let (format, compression) = object_format(
+                change,
+                route,
+                got.meta.content_type.as_deref(),
+                got.meta.content_encoding.as_deref(),
+            )
+            .map_err(ObjectFailure::Unreadable)?;
+            if format == Format::Parquet {
+                drop(got);
+                let file = parquet_file(store, &change.key).await?;
+                let builder =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                        .map_err(|e| {
+                            ObjectFailure::Unreadable(
+                                Error::invalid_input("not a readable parquet file").with_source(e),
+                            )
+                        })?;
+                let mut schema =
+                    arrow_to_iceberg(builder.schema()).map_err(ObjectFailure::Unreadable)?;
+                for f in &mut schema.fields {
+                    f.required = false;
+                }
+                return Ok(schema);
+            }
+            // Sample the first MiB (decompressed).
+            const SAMPLE: usize = 1 << 20;
+            let mut raw = Vec::new();
+            let mut body = got.body;
+            let mut complete = true;
+            while let Some(chunk) = body.next().await {
+                raw.extend_from_slice(&chunk.map_err(ObjectFailure::from_error)?);
+                if raw.len() >= SAMPLE {
+                    complete = false;
+                    break;
+                }
+            }
+            let sample = match compression {
+                Compression::None => raw,
+                Compression::Gzip => read_some(
+                    flate2::read::MultiGzDecoder::new(&raw[..]),
+                    SAMPLE,
+                    &mut complete,
+                ),
+                Compression::Zstd => match zstd::stream::read::Decoder::new(&raw[..]) {
+                    Ok(d) => read_some(d, SAMPLE, &mut complete),
+                    Err(e) => {
+                        return Err(ObjectFailure::Unreadable(
+                            Error::invalid_input("corrupt zstd stream").with_source(e),
+                        ));
+                    }
+                },
+            };
+            infer_schema(&format, &sample, complete, route.infer_max_records).map_err(|e| {
+                ObjectFailure::Unreadable(
+                    e.while_doing(format!("cannot create table from {}", change.key)),
+                )
+            })
+        }
+    }
+}
+
+fn read_some(mut r: impl Read, limit: usize, complete: &mut bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if out.len() >= limit {
+                    *complete = false;
+                    break;
+                }
+            }
+            Err(_) => {
+                *complete = false;
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// One metadata row's content: the object's bytes when the route wants content and the object is
+/// within the size limit (bigger objects carry only their url).
+pub async fn content_of(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    route: &RouteConfig,
+) -> std::result::Result<Option<Vec<u8>>, ObjectFailure> {
+    if route.mode != Mode::Content || change.operation == floe_core::Operation::Removed {
+        return Ok(None);
+    }
+    let limit = route.content_max_bytes;
+    if change.size.is_some_and(|s| s > limit) {
+        return Ok(None);
+    }
+    let got = store.get(&change.key).await.map_err(|e| match e.kind() {
+        ErrorKind::NotFound => ObjectFailure::Unreadable(e),
+        _ => ObjectFailure::from_error(e),
+    })?;
+    if got.meta.size > limit {
+        return Ok(None);
+    }
+    collect_body(got.body, limit as usize)
+        .await
+        .map(Some)
+        .map_err(ObjectFailure::from_error)
+}
+
+/// Metadata rows as a batch of the table's schema.
+pub fn metadata_rows(
+    schema: &arrow_schema::SchemaRef,
+    rows: &[MetaRow<'_>],
+) -> Result<RecordBatch> {
+    metadata_batch(schema, rows)
+}

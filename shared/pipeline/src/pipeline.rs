@@ -1,0 +1,106 @@
+//! The pipeline's dependencies, built once and shared by ingest and commit.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use floe_checkpoint::{CheckpointStore, SqliteStore};
+use floe_core::{ObjectChange, Result};
+use floe_storage::{LocalStore, ObjectStore};
+use iceberg::Catalog;
+
+use crate::config::{CheckpointConfig, FloeConfig, SourceConfig};
+use crate::fault::Faults;
+use crate::keys::{Owner, hostname};
+use crate::route::Router;
+
+/// Finds the object store holding a changed object.
+pub trait StoreResolver: Send + Sync + fmt::Debug {
+    /// The store for `change`'s bucket.
+    fn store(&self, change: &ObjectChange) -> Result<Arc<dyn ObjectStore>>;
+}
+
+/// One store for every change (a local folder, or a single-bucket source).
+#[derive(Debug)]
+pub struct SingleStore(pub Arc<dyn ObjectStore>);
+
+impl StoreResolver for SingleStore {
+    fn store(&self, _change: &ObjectChange) -> Result<Arc<dyn ObjectStore>> {
+        Ok(self.0.clone())
+    }
+}
+
+/// Progress callback: (change, objects done in the batch, objects in the batch).
+pub type Progress = Arc<dyn Fn(&ObjectChange, usize, usize) + Send + Sync>;
+
+/// Everything ingest and commit need.
+pub struct Pipeline {
+    /// The configuration.
+    pub config: Arc<FloeConfig>,
+    /// The checkpoint table.
+    pub checkpoint: Arc<dyn CheckpointStore>,
+    /// Where objects are read from.
+    pub stores: Arc<dyn StoreResolver>,
+    /// Where dead letters go.
+    pub dead_letters: Arc<dyn ObjectStore>,
+    /// The Iceberg catalog.
+    pub catalog: Arc<dyn Catalog>,
+    /// The catalog's name (part of target ids).
+    pub catalog_name: String,
+    /// The routes.
+    pub router: Router,
+    /// Injected faults (tests).
+    pub faults: Faults,
+    /// Who this process is.
+    pub owner: Owner,
+    /// TTL of object records (None: kept forever, as the local folder source needs).
+    pub dedupe_ttl: Option<Duration>,
+    /// Progress reporting.
+    pub progress: Option<Progress>,
+}
+
+impl fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("catalog", &self.catalog_name)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pipeline {
+    /// Build the pipeline for a configuration: checkpoint table, source store, catalog.
+    pub async fn open(config: FloeConfig) -> Result<Self> {
+        let checkpoint: Arc<dyn CheckpointStore> = match &config.checkpoint {
+            CheckpointConfig::Sqlite { path } => Arc::new(SqliteStore::open(path).await?),
+        };
+        let (stores, dedupe_ttl): (Arc<dyn StoreResolver>, Option<Duration>) = match &config.source
+        {
+            SourceConfig::Local { folder, bucket, .. } => {
+                let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(folder, bucket)?);
+                (Arc::new(SingleStore(store)), None)
+            }
+        };
+        let dead_letters: Arc<dyn ObjectStore> =
+            Arc::new(LocalStore::new(&config.dead_letter.path, "dead-letter")?);
+        let catalog = floe_iceberg::open_catalog(&config.catalog).await?;
+        let router = Router::new(&config.routes)?;
+        Ok(Pipeline {
+            catalog_name: config.catalog.name.clone(),
+            config: Arc::new(config),
+            checkpoint,
+            stores,
+            dead_letters,
+            catalog,
+            router,
+            faults: Faults::from_env(),
+            owner: Owner {
+                host: hostname(),
+                pid: std::process::id(),
+                run: uuid::Uuid::now_v7().to_string(),
+            },
+            dedupe_ttl,
+            progress: None,
+        })
+    }
+}

@@ -1,0 +1,103 @@
+//! Running the pipeline on the local folder source: one pass, or continuously.
+
+use std::time::Duration;
+
+use floe_core::Result;
+
+use crate::commit::CommitReport;
+use crate::config::SourceConfig;
+use crate::ingest::{BatchReport, Outcome};
+use crate::pipeline::Pipeline;
+
+/// Totals of a pass.
+#[derive(Debug, Default)]
+pub struct RunReport {
+    /// Changes found by the scan.
+    pub changes: usize,
+    /// Files unchanged since they landed.
+    pub unchanged: usize,
+    /// One report per ingest batch.
+    pub batches: Vec<BatchReport>,
+    /// The commit pass.
+    pub commits: CommitReport,
+}
+
+impl RunReport {
+    /// Changes with an outcome matching `f`, over all batches.
+    pub fn count(&self, f: impl Fn(&Outcome) -> bool + Copy) -> usize {
+        self.batches.iter().map(|b| b.count(f)).sum()
+    }
+
+    /// Rows staged by the batches.
+    pub fn rows(&self) -> u64 {
+        self.batches.iter().map(|b| b.rows).sum()
+    }
+
+    /// Bad records set aside.
+    pub fn bad_records(&self) -> u64 {
+        self.batches.iter().map(|b| b.bad_records).sum()
+    }
+
+    /// Dead letters written.
+    pub fn dead_letters(&self) -> u64 {
+        self.batches.iter().map(|b| b.dead_letters).sum()
+    }
+
+    /// Changes that failed (retried on the next pass).
+    pub fn failures(&self) -> Vec<String> {
+        self.batches
+            .iter()
+            .flat_map(|b| b.outcomes.iter())
+            .filter_map(|o| match o {
+                Outcome::Failed(e) => Some(e.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl Pipeline {
+    /// One pass: scan, ingest in batches, then commit everything staged (`commit_now`), or what
+    /// is due.
+    pub async fn run_once(&self, commit_now: bool) -> Result<RunReport> {
+        let scan = self.scan_local().await?;
+        let mut report = RunReport {
+            changes: scan.changes.len(),
+            unchanged: scan.unchanged,
+            ..Default::default()
+        };
+        for batch in self.batches(&scan.changes) {
+            report.batches.push(self.ingest(batch).await?);
+        }
+        report.commits = self.commit(commit_now).await?;
+        Ok(report)
+    }
+
+    /// Run until `stop` resolves: rescan every `poll-interval-ms`, commit when due. Calls
+    /// `on_pass` after each pass. Staged work is committed before returning.
+    pub async fn watch<F, S>(&self, mut on_pass: F, stop: S) -> Result<()>
+    where
+        F: FnMut(&RunReport),
+        S: std::future::Future<Output = ()>,
+    {
+        let SourceConfig::Local {
+            poll_interval_ms, ..
+        } = &self.config.source;
+        let poll = Duration::from_millis(*poll_interval_ms);
+        tokio::pin!(stop);
+        loop {
+            let report = self.run_once(false).await?;
+            on_pass(&report);
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = tokio::time::sleep(poll) => {}
+            }
+        }
+        let commits = self.commit(true).await?;
+        on_pass(&RunReport {
+            commits,
+            ..Default::default()
+        });
+        Ok(())
+    }
+}
