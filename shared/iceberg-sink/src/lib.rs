@@ -1,1 +1,3 @@
 //! The Iceberg sink: catalogs, the Parquet writer stack and the exactly-once committer.
+
+pub mod rest;
