@@ -209,23 +209,35 @@ pub async fn open_catalog(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
                 })?;
             Ok(Arc::new(catalog))
         }
-        CatalogKind::Rest | CatalogKind::S3Tables => Err(Error::new(
-            ErrorKind::Unsupported,
-            "this build of floe has no rest or s3tables catalog yet",
-        )),
+        CatalogKind::Rest => {
+            let catalog = crate::rest::RestCatalog::from_props(&config.name, &config.props).await?;
+            Ok(Arc::new(catalog))
+        }
+        CatalogKind::S3Tables => {
+            let catalog =
+                crate::s3tables::S3TablesCatalog::from_props(&config.name, &config.props)?;
+            Ok(Arc::new(catalog))
+        }
     }
 }
 
-/// Map an iceberg error to floe's, keeping it retryable when iceberg says so.
+/// Map an iceberg error to floe's, keeping it retryable when iceberg says so. A REST commit whose
+/// outcome is unknown (5xx, a dropped connection) becomes [`ErrorKind::StateUnknown`], so the
+/// committer checks the table history before trying again.
 pub fn from_iceberg(e: iceberg::Error) -> Error {
     use iceberg::ErrorKind as K;
+    if crate::rest::is_commit_state_unknown(&e) {
+        let message = e.message().to_lowercase();
+        return Error::new(ErrorKind::StateUnknown, message).with_source(e);
+    }
     let kind = match e.kind() {
         K::TableNotFound | K::NamespaceNotFound => ErrorKind::NotFound,
-        K::CatalogCommitConflicts => ErrorKind::Conflict,
-        K::TableAlreadyExists | K::NamespaceAlreadyExists => ErrorKind::Conflict,
+        K::CatalogCommitConflicts
+        | K::TableAlreadyExists
+        | K::NamespaceAlreadyExists
+        | K::PreconditionFailed => ErrorKind::Conflict,
         K::DataInvalid => ErrorKind::InvalidInput,
         K::FeatureUnsupported => ErrorKind::Unsupported,
-        K::PreconditionFailed => ErrorKind::Conflict,
         _ => ErrorKind::Unexpected,
     };
     let retryable = e.retryable();

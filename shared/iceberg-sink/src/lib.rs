@@ -1,6 +1,8 @@
 //! The Iceberg sink: catalogs, the Parquet writer stack and the exactly-once append.
 //!
 //! - [`catalog`]: open a catalog from Kafka Connect-style `iceberg.catalog.*` properties.
+//! - [`rest`]: floe's own Iceberg REST catalog client (bearer, OAuth2, AWS SigV4).
+//! - [`s3tables`]: the S3 Tables (and OSS Tables) control-plane catalog and its admin calls.
 //! - [`table`]: find or create tables (schema, partition spec, zstd Parquet properties).
 //! - [`writer`]: Arrow batches → partitioned, rolled Parquet data files with column statistics.
 //! - [`staged`]: data files as kept in the checkpoint table until they are committed.
@@ -8,6 +10,8 @@
 
 pub mod catalog;
 pub mod commit;
+pub mod rest;
+pub mod s3tables;
 pub mod schema;
 pub mod staged;
 pub mod table;

@@ -2,6 +2,16 @@
 //!
 //! - [`mns`]: an MNS queue emulator serving real HTTP on 127.0.0.1.
 //! - [`pyiceberg`]: reading tables back with pyiceberg.
+//! - [`lakana`]: lakana-server, the Iceberg REST catalog stand-in (from the floe venv).
+//! - [`moto`]: moto's server, the S3 / SQS / S3 Tables stand-in (from the floe venv).
+//! - [`recorder`]: an HTTP server that records requests and answers as a test says.
+//! - [`venv`]: finding the venv's tools and running its python (pyiceberg read-back scripts).
+//! - [`process`]: child server processes (free port, readiness, kill on drop).
 
+pub mod lakana;
 pub mod mns;
+pub mod moto;
+pub mod process;
 pub mod pyiceberg;
+pub mod recorder;
+pub mod venv;

@@ -1,0 +1,235 @@
+//! The S3 Tables catalog's configuration (Kafka Connect style properties, `iceberg.catalog.`
+//! removed). The same keys serve OSS Tables through its S3 Tables-compatible endpoint.
+//!
+//! | key | meaning | default |
+//! |---|---|---|
+//! | `warehouse` | the table-bucket ARN (`arn:aws:s3tables:…:bucket/<name>`, `acs:osstables:…`) | required by the catalog |
+//! | `uri` | control-plane endpoint | `https://s3tables.<region>.amazonaws.com`; for an `acs:` ARN `https://<region>.oss-tables.aliyuncs.com` |
+//! | `s3tables.signing-region` | SigV4 region | `client.region`, then the ARN's region |
+//! | `s3tables.signing-name` | SigV4 signing name | `s3tables` |
+//! | `s3tables.access-key-id` / `s3tables.secret-access-key` / `s3tables.session-token` | keys | `s3.*` keys, then `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN` |
+//! | `s3.*`, `client.*` | FileIO properties for metadata and data files | `client.region` = the signing region |
+//! | `type`, `catalog-impl`, `io-impl`, `name` | read by whoever picks the catalog; ignored here | |
+//!
+//! Any other key is refused with its name.
+
+use std::collections::HashMap;
+
+use floe_core::{Error, Result};
+use floe_signing::Credentials;
+
+use crate::rest::config::credentials_from;
+
+/// The S3 Tables catalog's configuration; see the module doc for the keys.
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3TablesConfig {
+    /// `warehouse`: the table-bucket ARN the catalog works in; default none (admin calls name
+    /// their bucket themselves).
+    pub warehouse: Option<String>,
+    /// `uri`: the control-plane endpoint without a trailing slash.
+    pub endpoint: String,
+    /// `s3tables.signing-region`: the SigV4 region.
+    pub region: String,
+    /// `s3tables.signing-name`: the SigV4 signing name; default `s3tables`.
+    pub signing_name: String,
+    /// The keys requests are signed with.
+    pub credentials: Credentials,
+    /// `s3.*` and `client.*`: FileIO properties for the tables' files.
+    pub file_io_props: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for S3TablesConfig {
+    // FileIO properties can hold keys: print their names only.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut io_keys: Vec<&String> = self.file_io_props.keys().collect();
+        io_keys.sort();
+        f.debug_struct("S3TablesConfig")
+            .field("warehouse", &self.warehouse)
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("signing_name", &self.signing_name)
+            .field("credentials", &self.credentials)
+            .field("file_io_props", &io_keys)
+            .finish()
+    }
+}
+
+const IGNORED_KEYS: &[&str] = &["type", "catalog-impl", "io-impl", "name"];
+
+/// The region field of a table-bucket ARN: `arn:aws:s3tables:<region>:…` (AWS) or
+/// `acs:osstables:<region>:…` (Alibaba Cloud).
+pub(crate) fn arn_region(arn: &str) -> Option<&str> {
+    let field = if arn.starts_with("acs:") { 2 } else { 3 };
+    arn.split(':').nth(field).filter(|r| !r.is_empty())
+}
+
+/// The control-plane endpoint for a bucket ARN and region: OSS Tables for `acs:` ARNs, S3 Tables
+/// otherwise.
+fn default_endpoint(warehouse: Option<&str>, region: &str) -> String {
+    match warehouse {
+        Some(arn) if arn.starts_with("acs:") => format!("https://{region}.oss-tables.aliyuncs.com"),
+        _ => format!("https://s3tables.{region}.amazonaws.com"),
+    }
+}
+
+impl S3TablesConfig {
+    /// Read the configuration (see the module doc); keys not set come from the `AWS_*`
+    /// environment variables.
+    pub fn from_props(props: &HashMap<String, String>) -> Result<Self> {
+        Self::from_props_with_env(props, |k| std::env::var(k).ok())
+    }
+
+    /// [`S3TablesConfig::from_props`] with the environment given as a lookup function.
+    pub fn from_props_with_env(
+        props: &HashMap<String, String>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self> {
+        let mut keys: Vec<&String> = props.keys().collect();
+        keys.sort();
+        let mut file_io_props = HashMap::new();
+        for key in keys {
+            match key.as_str() {
+                "warehouse"
+                | "uri"
+                | "s3tables.signing-region"
+                | "s3tables.signing-name"
+                | "s3tables.access-key-id"
+                | "s3tables.secret-access-key"
+                | "s3tables.session-token" => {}
+                k if IGNORED_KEYS.contains(&k) => {}
+                k if k.starts_with("s3.") || k.starts_with("client.") => {
+                    file_io_props.insert(k.to_owned(), props[key].clone());
+                }
+                k => return Err(Error::config(k, "unknown s3tables catalog option")),
+            }
+        }
+        let get = |k: &str| props.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let warehouse = get("warehouse").map(str::to_owned);
+        let region = get("s3tables.signing-region")
+            .or_else(|| get("client.region"))
+            .or_else(|| warehouse.as_deref().and_then(arn_region))
+            .ok_or_else(|| {
+                Error::config(
+                    "client.region",
+                    "the s3tables catalog needs a region (client.region or the warehouse arn)",
+                )
+            })?
+            .to_owned();
+        let endpoint = match get("uri") {
+            Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
+                u.trim_end_matches('/').to_owned()
+            }
+            Some(u) => return Err(Error::config("uri", format!("`{u}` is not an http(s) url"))),
+            None => default_endpoint(warehouse.as_deref(), &region),
+        };
+        let credentials = credentials_from(
+            &get,
+            &[
+                [
+                    "s3tables.access-key-id",
+                    "s3tables.secret-access-key",
+                    "s3tables.session-token",
+                ],
+                [
+                    "s3.access-key-id",
+                    "s3.secret-access-key",
+                    "s3.session-token",
+                ],
+            ],
+            &env,
+        )?;
+        if !file_io_props.contains_key("client.region") && !file_io_props.contains_key("s3.region")
+        {
+            file_io_props.insert("client.region".to_owned(), region.clone());
+        }
+        Ok(S3TablesConfig {
+            warehouse,
+            endpoint,
+            region,
+            signing_name: get("s3tables.signing-name")
+                .unwrap_or("s3tables")
+                .to_owned(),
+            credentials,
+            file_io_props,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_come_from_the_arn_and_the_s3_keys() {
+        let c = S3TablesConfig::from_props_with_env(
+            &props(&[
+                ("type", "s3tables"),
+                (
+                    "warehouse",
+                    "arn:aws:s3tables:eu-west-1:111122223333:bucket/b",
+                ),
+                ("s3.access-key-id", "AK"),
+                ("s3.secret-access-key", "very-secret-sk"),
+            ]),
+            |_| None,
+        )
+        .unwrap();
+        assert_eq!(c.region, "eu-west-1");
+        assert_eq!(c.endpoint, "https://s3tables.eu-west-1.amazonaws.com");
+        assert_eq!(c.signing_name, "s3tables");
+        assert_eq!(c.credentials.access_key_id(), "AK");
+        assert_eq!(c.file_io_props["client.region"], "eu-west-1");
+        assert!(!format!("{c:?}").contains("very-secret"), "{c:?}");
+    }
+
+    #[test]
+    fn oss_tables_arns_give_region_and_endpoint() {
+        assert_eq!(
+            arn_region("arn:aws:s3tables:us-east-1:1:bucket/b"),
+            Some("us-east-1")
+        );
+        assert_eq!(
+            arn_region("acs:osstables:cn-hangzhou:1:bucket/b"),
+            Some("cn-hangzhou")
+        );
+        assert_eq!(arn_region("acs:osstables::1:bucket/b"), None);
+        let c = S3TablesConfig::from_props_with_env(
+            &props(&[("warehouse", "acs:osstables:cn-hangzhou:1:bucket/b")]),
+            |k| Some(format!("env-{k}")),
+        )
+        .unwrap();
+        assert_eq!(c.endpoint, "https://cn-hangzhou.oss-tables.aliyuncs.com");
+        assert_eq!(c.region, "cn-hangzhou");
+        assert_eq!(c.credentials.access_key_id(), "env-AWS_ACCESS_KEY_ID");
+    }
+
+    #[test]
+    fn refusals_name_the_option() {
+        for (pairs, option) in [
+            (vec![("bogus", "x")], "bogus"),
+            (vec![("s3tables.access-key-id", "a")], "client.region"),
+            (
+                vec![("client.region", "r"), ("uri", "s3tables.local")],
+                "uri",
+            ),
+            (vec![("client.region", "r")], "s3tables.access-key-id"),
+            (
+                vec![("client.region", "r"), ("s3tables.access-key-id", "a")],
+                "s3tables.secret-access-key",
+            ),
+        ] {
+            let e = S3TablesConfig::from_props_with_env(&props(&pairs), |_| None).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("`{option}`")),
+                "{pairs:?}: {e}"
+            );
+        }
+    }
+}

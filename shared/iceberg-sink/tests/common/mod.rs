@@ -1,0 +1,218 @@
+//! Helpers shared by the catalog tests: the seed's table schema, appending rows through
+//! iceberg's writer stack and a fast append, and a catalog wrapper that makes two writers race.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use async_trait::async_trait;
+use iceberg::arrow::schema_to_arrow_schema;
+use iceberg::spec::{DataFileFormat, NestedField, PrimitiveType, Schema, Type};
+use iceberg::table::Table;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use iceberg::{
+    Catalog, ErrorKind, Namespace, NamespaceIdent, Result, TableCommit, TableCreation, TableIdent,
+};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use tokio::sync::Barrier;
+
+/// The OSS Tables seed's schema: `event_id` (required), `event_time`, `event_type`, all strings.
+pub fn seed_schema() -> Schema {
+    Schema::builder()
+        .with_fields(vec![
+            Arc::new(NestedField::required(
+                1,
+                "event_id",
+                Type::Primitive(PrimitiveType::String),
+            )),
+            Arc::new(NestedField::optional(
+                2,
+                "event_time",
+                Type::Primitive(PrimitiveType::String),
+            )),
+            Arc::new(NestedField::optional(
+                3,
+                "event_type",
+                Type::Primitive(PrimitiveType::String),
+            )),
+        ])
+        .build()
+        .unwrap()
+}
+
+/// A table creation with the seed's schema.
+pub fn seed_creation(name: &str) -> TableCreation {
+    TableCreation::builder()
+        .name(name.to_owned())
+        .schema(seed_schema())
+        .build()
+}
+
+/// Write `ids` as rows (`event_id` = id) into one Parquet data file of `table`, and stage a
+/// fast append of it; the returned transaction still has to be committed.
+pub async fn append_transaction(table: &Table, ids: &[&str]) -> Transaction {
+    let schema = table.metadata().current_schema().clone();
+    let arrow = Arc::new(schema_to_arrow_schema(&schema).unwrap());
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(ids.to_vec())),
+        Arc::new(StringArray::from(vec![
+            Some("2025-01-15T08:30:45Z");
+            ids.len()
+        ])),
+        Arc::new(StringArray::from(vec![Some("created"); ids.len()])),
+    ];
+    let batch = RecordBatch::try_new(arrow, columns).unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    let rolling = RollingFileWriterBuilder::new_with_default_file_size(
+        ParquetWriterBuilder::new(props, schema),
+        table.file_io().clone(),
+        DefaultLocationGenerator::new(table.metadata()).unwrap(),
+        DefaultFileNameGenerator::new(
+            "floe".into(),
+            Some(uuid::Uuid::new_v4().to_string()),
+            DataFileFormat::Parquet,
+        ),
+    );
+    let mut writer = DataFileWriterBuilder::new(rolling)
+        .build(None)
+        .await
+        .unwrap();
+    writer.write(batch).await.unwrap();
+    let files = writer.close().await.unwrap();
+    assert_eq!(files.len(), 1);
+    let tx = Transaction::new(table);
+    tx.fast_append()
+        .add_data_files(files)
+        .set_snapshot_properties(HashMap::from([(
+            "floe.commit-id".to_owned(),
+            ids.join(","),
+        )]))
+        .apply(tx)
+        .unwrap()
+}
+
+/// Load `ident`, append rows `ids` and commit; returns the committed table.
+pub async fn append(catalog: &dyn Catalog, ident: &TableIdent, ids: &[&str]) -> Result<Table> {
+    let table = catalog.load_table(ident).await?;
+    append_transaction(&table, ids).await.commit(catalog).await
+}
+
+/// The `total-records` of the current snapshot's summary (0 without a snapshot).
+pub fn total_records(table: &Table) -> u64 {
+    table
+        .metadata()
+        .current_snapshot()
+        .and_then(|s| {
+            s.summary()
+                .additional_properties
+                .get("total-records")
+                .cloned()
+        })
+        .map(|v| v.parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Wraps a catalog so that the first `update_table` of each of two writers waits for the other
+/// one at a barrier: both commits are then based on the same table state, so exactly one loses
+/// (409 / stale token) and is retried by iceberg's transaction. Counts the conflicts it sees.
+#[derive(Debug)]
+pub struct RacingCatalog {
+    inner: Arc<dyn Catalog>,
+    barrier: Arc<Barrier>,
+    waited: AtomicBool,
+    pub conflicts: Arc<AtomicUsize>,
+}
+
+impl RacingCatalog {
+    /// Two wrappers sharing one barrier and conflict counter.
+    pub fn pair(a: Arc<dyn Catalog>, b: Arc<dyn Catalog>) -> (Self, Self, Arc<AtomicUsize>) {
+        let barrier = Arc::new(Barrier::new(2));
+        let conflicts = Arc::new(AtomicUsize::new(0));
+        let wrap = |inner| RacingCatalog {
+            inner,
+            barrier: barrier.clone(),
+            waited: AtomicBool::new(false),
+            conflicts: conflicts.clone(),
+        };
+        (wrap(a), wrap(b), conflicts)
+    }
+}
+
+#[async_trait]
+impl Catalog for RacingCatalog {
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> Result<Vec<NamespaceIdent>> {
+        self.inner.list_namespaces(parent).await
+    }
+    async fn create_namespace(
+        &self,
+        n: &NamespaceIdent,
+        p: HashMap<String, String>,
+    ) -> Result<Namespace> {
+        self.inner.create_namespace(n, p).await
+    }
+    async fn get_namespace(&self, n: &NamespaceIdent) -> Result<Namespace> {
+        self.inner.get_namespace(n).await
+    }
+    async fn namespace_exists(&self, n: &NamespaceIdent) -> Result<bool> {
+        self.inner.namespace_exists(n).await
+    }
+    async fn update_namespace(&self, n: &NamespaceIdent, p: HashMap<String, String>) -> Result<()> {
+        self.inner.update_namespace(n, p).await
+    }
+    async fn drop_namespace(&self, n: &NamespaceIdent) -> Result<()> {
+        self.inner.drop_namespace(n).await
+    }
+    async fn list_tables(&self, n: &NamespaceIdent) -> Result<Vec<TableIdent>> {
+        self.inner.list_tables(n).await
+    }
+    async fn create_table(&self, n: &NamespaceIdent, c: TableCreation) -> Result<Table> {
+        self.inner.create_table(n, c).await
+    }
+    async fn load_table(&self, t: &TableIdent) -> Result<Table> {
+        self.inner.load_table(t).await
+    }
+    async fn drop_table(&self, t: &TableIdent) -> Result<()> {
+        self.inner.drop_table(t).await
+    }
+    async fn purge_table(&self, t: &TableIdent) -> Result<()> {
+        self.inner.purge_table(t).await
+    }
+    async fn table_exists(&self, t: &TableIdent) -> Result<bool> {
+        self.inner.table_exists(t).await
+    }
+    async fn rename_table(&self, s: &TableIdent, d: &TableIdent) -> Result<()> {
+        self.inner.rename_table(s, d).await
+    }
+    async fn register_table(&self, t: &TableIdent, l: String) -> Result<Table> {
+        self.inner.register_table(t, l).await
+    }
+    async fn update_table(&self, commit: TableCommit) -> Result<Table> {
+        if !self.waited.swap(true, Ordering::SeqCst) {
+            self.barrier.wait().await;
+        }
+        let result = self.inner.update_table(commit).await;
+        if let Err(e) = &result
+            && e.kind() == ErrorKind::CatalogCommitConflicts
+        {
+            assert!(e.retryable(), "a commit conflict must be retryable: {e}");
+            self.conflicts.fetch_add(1, Ordering::SeqCst);
+        }
+        result
+    }
+}
