@@ -18,9 +18,10 @@ use std::time::Duration;
 
 use floe_core::Result;
 
-use crate::consumer::{DeleteOutcome, QueueConsumer, QueueMessage};
+use crate::consumer::{DeleteOutcome, QueueConsumer, QueueMessage, copy_error};
 use crate::options::QueueOptions;
 use crate::rate_limit::RateLimiter;
+use crate::visibility::VisibilityKeeper;
 
 /// First delete retry delay; doubled per retry up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -121,6 +122,16 @@ impl Poller {
         Ok(Polled { messages, poison })
     }
 
+    /// Keep `msg` hidden while it is worked on, extending its visibility by
+    /// `visibility-extension` at a time; stop the keeper when the work ends.
+    pub fn keep_visible(&self, msg: QueueMessage) -> VisibilityKeeper {
+        VisibilityKeeper::start(
+            self.consumer.clone(),
+            msg,
+            self.options.visibility_extension,
+        )
+    }
+
     /// Delete `batch`, retrying retryable failures up to `delete-max-retries` times with
     /// backoff. One outcome per message, in order.
     pub async fn delete(&self, batch: &[QueueMessage]) -> Result<Vec<DeleteOutcome>> {
@@ -143,16 +154,8 @@ impl Poller {
                     continue;
                 }
                 Err(e) => {
-                    let mut e = Some(e);
                     for &i in &pending {
-                        let err = match e.take() {
-                            Some(first) => first,
-                            None => floe_core::Error::new(
-                                floe_core::ErrorKind::Io,
-                                "delete failed (see the first message's error)",
-                            ),
-                        };
-                        outcomes[i] = Some(DeleteOutcome::Failed(err));
+                        outcomes[i] = Some(DeleteOutcome::Failed(copy_error(&e)));
                     }
                     pending.clear();
                     break;

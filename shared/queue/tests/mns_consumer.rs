@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floe_queue::mns::{MnsClient, MnsConfig, MnsConsumer};
-use floe_queue::{DeleteOutcome, Poller, QueueConsumer, QueueOptions, VisibilityKeeper};
+use floe_queue::{DeleteOutcome, Poller, QueueConsumer, QueueOptions};
 use floe_signing::Credentials;
 use floe_testbed::mns::{MnsEmulator, MnsEmulatorConfig};
 
@@ -90,10 +90,16 @@ async fn a_message_stays_hidden_while_its_work_runs_and_is_deleted_with_the_late
     // 2.5 s of "work".
     let emu = emulator(Duration::from_secs(1)).await;
     emu.send_message(QUEUE, "{\"big\":true}").unwrap();
-    let c = consumer(&emu);
-    let poller = Poller::new(c.clone(), options(1)).unwrap();
+    let poller = Poller::new(
+        consumer(&emu),
+        QueueOptions {
+            visibility_extension: Duration::from_secs(1),
+            ..options(1)
+        },
+    )
+    .unwrap();
     let msg = poller.poll().await.unwrap().messages.remove(0);
-    let keeper = VisibilityKeeper::start(c.clone(), msg.clone(), Duration::from_secs(1));
+    let keeper = poller.keep_visible(msg.clone());
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(
