@@ -15,13 +15,15 @@
 //! A losing writer gets `None` / `false` and re-reads. Entries may carry a TTL; an expired entry
 //! reads as absent and is purged lazily.
 //!
-//! Backends: [`SqliteStore`] (the embedded default), and an object-store backend (conditional
-//! requests) for serverless instances on either cloud. [`conformance`] is the test suite every
-//! backend must pass.
+//! Backends: [`SqliteStore`] (the embedded default), and [`ObjectStoreCheckpoint`] (one object
+//! per entry in a bucket, conditional requests) for serverless instances on either cloud.
+//! [`conformance`] is the test suite every backend must pass.
 
 pub mod conformance;
+mod object_store;
 mod sqlite;
 mod store;
 
+pub use object_store::ObjectStoreCheckpoint;
 pub use sqlite::SqliteStore;
 pub use store::{CheckpointStore, Entry, StoreExt, Version, now_ms};

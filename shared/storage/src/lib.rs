@@ -4,9 +4,14 @@
 //! One trait, [`ObjectStore`], with what the pipeline needs: paged listing, streaming reads,
 //! ranged reads (Parquet footers), and conditional writes (`If-None-Match: *`, `If-Match`) for
 //! state shared between serverless instances.
+//!
+//! - [`LocalStore`]: a folder as a bucket.
+//! - [`S3Store`] ([`s3`]): AWS S3, S3-compatible servers and Alibaba OSS through `aws-sdk-s3`.
 
 mod local;
+pub mod s3;
 mod store;
 
 pub use local::LocalStore;
+pub use s3::{ChecksumPolicy, S3Store, S3StoreConfig};
 pub use store::{ByteStream, GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, collect_body};

@@ -243,6 +243,20 @@ impl ObjectStore for LocalStore {
         }
     }
 
+    /// Compare, then remove: atomic only against writers in this process's timing, which is
+    /// what a local folder offers.
+    async fn delete_if_match(&self, key: &str, etag: &str) -> Result<bool> {
+        let current = self.head(key).await?;
+        if current.and_then(|m| m.etag).as_deref() != Some(etag) {
+            return Ok(false);
+        }
+        match tokio::fs::remove_file(self.path(key)?).await {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::from(e)),
+        }
+    }
+
     fn local_path(&self, key: &str) -> Option<PathBuf> {
         self.path(key).ok()
     }

@@ -99,6 +99,14 @@ pub trait ObjectStore: Send + Sync + Debug {
     /// Delete an object (no error if it is already gone).
     async fn delete(&self, key: &str) -> Result<()>;
 
+    /// Delete the object only if its ETag is still `etag` (`If-Match` on DELETE). `Ok(true)`
+    /// when it was deleted, `Ok(false)` when it had changed or was gone.
+    ///
+    /// AWS S3 honours the header on general purpose buckets (since September 2025); a server
+    /// that ignores it (s3s-fs 0.14.1 does) deletes unconditionally, so callers that need the
+    /// condition must not depend on it alone.
+    async fn delete_if_match(&self, key: &str, etag: &str) -> Result<bool>;
+
     /// The object's path when it is a local file, so readers that need random access (Parquet)
     /// can open it directly instead of fetching ranges.
     fn local_path(&self, _key: &str) -> Option<PathBuf> {

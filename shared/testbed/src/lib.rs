@@ -7,6 +7,8 @@
 //! - [`recorder`]: an HTTP server that records requests and answers as a test says.
 //! - [`venv`]: finding the venv's tools and running its python (pyiceberg read-back scripts).
 //! - [`process`]: child server processes (free port, readiness, kill on drop).
+//! - [`servers`]: launchers for real local servers (`s3s-fs`, `moto_server`) on free ports,
+//!   and the one-request-at-a-time front used before `s3s-fs` for compare-and-set tests.
 
 pub mod lakana;
 pub mod mns;
@@ -14,4 +16,5 @@ pub mod moto;
 pub mod process;
 pub mod pyiceberg;
 pub mod recorder;
+pub mod servers;
 pub mod venv;

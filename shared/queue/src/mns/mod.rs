@@ -4,6 +4,7 @@
 //! - [`client`]: the calls (receive, batch receive, delete, batch delete, change visibility).
 //! - [`message`]: what they return, and [`decode_body`] for bodies that may be base64.
 //! - [`xml`]: the response parser and the one request body.
+//! - [`MnsConsumer`]: the client behind [`crate::QueueConsumer`].
 //! - [`error`]: MNS error codes as [`floe_core::Error`] kinds and retry flags.
 //!
 //! A message's life, as the client sees it:
@@ -16,10 +17,12 @@
 //! An empty long poll is HTTP 404 `MessageNotExist`; the client returns no messages for it.
 
 pub mod client;
+mod consumer;
 pub mod error;
 pub mod message;
 pub mod xml;
 
 pub use client::{MnsClient, MnsConfig};
+pub use consumer::MnsConsumer;
 pub use error::{is_stale_receipt_handle, mns_code};
 pub use message::{BatchDeleteFailure, ChangedVisibility, ReceivedMessage, decode_body};

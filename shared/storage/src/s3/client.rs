@@ -1,0 +1,161 @@
+//! Building the `aws-sdk-s3` client from an [`S3StoreConfig`]: HTTP client (rustls on ring),
+//! credentials, endpoint, addressing, checksums, retries and timeouts.
+
+use std::time::Duration;
+
+use aws_config::BehaviorVersion;
+use aws_credential_types::Credentials;
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
+use aws_sdk_s3::config::{
+    Region, RequestChecksumCalculation, ResponseChecksumValidation, SharedHttpClient,
+};
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use floe_core::{Error, Provider, Result};
+
+use super::config::{ChecksumPolicy, S3StoreConfig};
+
+/// The HTTP client every SDK client of floe uses: hyper with rustls on ring.
+pub(crate) fn http_client() -> SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+        .build_https()
+}
+
+/// Environment variables tried for OSS keys, in order: (id, secret, token).
+const OSS_ENV: [(&str, &str, &str); 2] = [
+    (
+        "ALIBABA_CLOUD_ACCESS_KEY_ID",
+        "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+        "ALIBABA_CLOUD_SECURITY_TOKEN",
+    ),
+    (
+        "OSS_ACCESS_KEY_ID",
+        "OSS_ACCESS_KEY_SECRET",
+        "OSS_SESSION_TOKEN",
+    ),
+];
+
+/// Keys from the configuration, or for OSS from the environment; `None` means "use the AWS
+/// default chain".
+fn static_credentials(
+    config: &S3StoreConfig,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Credentials>> {
+    if let (Some(id), Some(secret)) = (&config.access_key_id, &config.secret_access_key) {
+        return Ok(Some(Credentials::new(
+            id,
+            secret.expose(),
+            config.session_token.as_ref().map(|t| t.expose().to_owned()),
+            None,
+            "floe-config",
+        )));
+    }
+    if config.provider != Provider::Oss {
+        return Ok(None);
+    }
+    for (id_var, secret_var, token_var) in OSS_ENV {
+        let nonempty = |v: &str| env(v).filter(|s| !s.is_empty());
+        if let (Some(id), Some(secret)) = (nonempty(id_var), nonempty(secret_var)) {
+            return Ok(Some(Credentials::new(
+                id,
+                secret,
+                nonempty(token_var),
+                None,
+                "floe-env",
+            )));
+        }
+    }
+    Err(Error::config(
+        "access-key-id",
+        "no oss credentials: set the access keys, or ALIBABA_CLOUD_ACCESS_KEY_ID and \
+         ALIBABA_CLOUD_ACCESS_KEY_SECRET (Function Compute sets them)",
+    ))
+}
+
+/// Build the SDK client. Reads the environment (credentials, region) but makes no request.
+pub(crate) async fn build(config: &S3StoreConfig) -> Result<aws_sdk_s3::Client> {
+    config.validate()?;
+    let http = http_client();
+    let creds = static_credentials(config, |v| std::env::var(v).ok())?;
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http.clone());
+    if let Some(region) = &config.region {
+        loader = loader.region(Region::new(region.clone()));
+    }
+    if let Some(c) = &creds {
+        // Skip the default chain entirely when the keys are given.
+        loader = loader.credentials_provider(c.clone());
+    }
+    let sdk = loader.load().await;
+    if sdk.region().is_none() {
+        return Err(Error::config(
+            "region",
+            "no region configured and none found in AWS_REGION or the profile",
+        ));
+    }
+    let (request, response) = match config.checksum_policy() {
+        ChecksumPolicy::WhenSupported => (
+            RequestChecksumCalculation::WhenSupported,
+            ResponseChecksumValidation::WhenSupported,
+        ),
+        ChecksumPolicy::WhenRequired => (
+            RequestChecksumCalculation::WhenRequired,
+            ResponseChecksumValidation::WhenRequired,
+        ),
+    };
+    let mut builder = aws_sdk_s3::config::Builder::from(&sdk)
+        .http_client(http)
+        .force_path_style(config.path_style)
+        .request_checksum_calculation(request)
+        .response_checksum_validation(response)
+        .retry_config(RetryConfig::standard().with_max_attempts(config.max_attempts))
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+                .read_timeout(Duration::from_millis(config.read_timeout_ms))
+                .build(),
+        );
+    if let Some(ep) = &config.endpoint {
+        builder = builder.endpoint_url(ep.trim_end_matches('/'));
+    }
+    Ok(aws_sdk_s3::Client::from_conf(builder.build()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oss_keys_come_from_fc_variables_then_oss_sdk_variables() {
+        let oss = S3StoreConfig::new(Provider::Oss, "b");
+        let fc = |v: &str| match v {
+            "ALIBABA_CLOUD_ACCESS_KEY_ID" => Some("STS.id".to_owned()),
+            "ALIBABA_CLOUD_ACCESS_KEY_SECRET" => Some("sts-secret".to_owned()),
+            "ALIBABA_CLOUD_SECURITY_TOKEN" => Some("sts-token".to_owned()),
+            "OSS_ACCESS_KEY_ID" => Some("other".to_owned()),
+            _ => None,
+        };
+        let c = static_credentials(&oss, fc).unwrap().unwrap();
+        assert_eq!(c.access_key_id(), "STS.id");
+        assert_eq!(c.session_token(), Some("sts-token"));
+
+        let sdk_vars = |v: &str| match v {
+            "OSS_ACCESS_KEY_ID" => Some("LTAI".to_owned()),
+            "OSS_ACCESS_KEY_SECRET" => Some("s".to_owned()),
+            "ALIBABA_CLOUD_ACCESS_KEY_ID" => Some(String::new()),
+            _ => None,
+        };
+        let c = static_credentials(&oss, sdk_vars).unwrap().unwrap();
+        assert_eq!((c.access_key_id(), c.session_token()), ("LTAI", None));
+
+        let e = static_credentials(&oss, |_| None).unwrap_err();
+        assert!(e.to_string().contains("ALIBABA_CLOUD_ACCESS_KEY_ID"), "{e}");
+        // S3 without keys: the AWS default chain.
+        let s3 = S3StoreConfig::new(Provider::S3, "b");
+        assert!(static_credentials(&s3, fc).unwrap().is_none());
+        // Keys in the config win.
+        let given = oss.with_keys("AK", "SK", None);
+        let c = static_credentials(&given, fc).unwrap().unwrap();
+        assert_eq!(c.access_key_id(), "AK");
+    }
+}
