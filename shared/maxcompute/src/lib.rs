@@ -2,7 +2,7 @@
 //! tunnel (upload and upsert sessions), the Arrow → tunnel row conversion, the type mapping, and
 //! the save modes, plus the sink's options.
 //!
-//! How a committer uses it:
+//! How a committer uses it ([`sink::MaxComputeSink`] does the start-up steps in one call):
 //!
 //! ```text
 //! config = MaxComputeSinkConfig::from_json(…)?; config.validate()?
@@ -28,7 +28,7 @@
 //! Modules: [`config`], [`client`] (REST), [`instance`] (SQL jobs), [`meta`] (table ids and
 //! metadata), [`partition`], [`tunnel`], [`upload`], [`upsert`], [`session`] (checkpoint record
 //! and recovery), [`types`] (type mapping), [`rows`] (Arrow → rows), [`datetime`], [`sql`],
-//! [`template`], [`save_mode`], [`error`].
+//! [`template`], [`save_mode`], [`sink`] (start-up in one place), [`error`].
 
 pub mod client;
 pub mod config;
@@ -41,6 +41,7 @@ pub mod partition;
 pub mod rows;
 pub mod save_mode;
 pub mod session;
+pub mod sink;
 pub mod sql;
 pub mod template;
 pub mod tunnel;
@@ -60,6 +61,7 @@ pub use save_mode::{
     apply_schema_save_mode,
 };
 pub use session::{Resumed, SessionKind, SessionRecord, resume, resume_with};
+pub use sink::{MaxComputeSink, TargetTable};
 pub use template::{DEFAULT_CREATE_TEMPLATE, UpstreamTable, render_create_table};
 pub use tunnel::{TableTunnel, TunnelOptions};
 pub use upload::{UploadOptions, UploadSession, UploadStatus};

@@ -176,19 +176,6 @@ impl BatchConverter {
         })
     }
 
-    /// Convert row `i` of `batch` into `out` (cleared first).
-    pub fn convert_row(
-        &self,
-        batch: &RecordBatch,
-        i: usize,
-        out: &mut Vec<Value>,
-    ) -> std::result::Result<(), RowError> {
-        let prepared = self
-            .prepare(batch)
-            .map_err(|e| RowError::new(i, None, e.to_string()))?;
-        prepared.row(i, out)
-    }
-
     /// Convert every row of `batch`.
     pub fn convert(&self, batch: &RecordBatch) -> Result<Converted> {
         let prepared = self.prepare(batch)?;

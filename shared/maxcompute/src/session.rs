@@ -14,6 +14,10 @@
 //! ```
 //! Write the record (with `commit_requested = false`) right after the session is created, add
 //! each block id once its PUT succeeded, and set `commit_requested` before calling commit.
+//! Give blocks ids that follow from the work (one per staged file, by its position in the
+//! batch list): a block whose answer was lost may be on the server without being in the record,
+//! and is then simply written again under the same id (a re-PUT replaces it) before the commit,
+//! whose block check wants the server's list and the caller's to be equal.
 
 use floe_core::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};

@@ -497,9 +497,10 @@ impl UpsertSession {
         batch: &RecordBatch,
         kind_of: impl Fn(usize) -> Result<RowKind>,
     ) -> Result<Vec<RowError>> {
+        let prepared = converter.prepare(batch)?;
         let mut errors = Vec::new();
         let mut row = Vec::with_capacity(self.record_schema.len());
-        for i in 0..batch.num_rows() {
+        for i in 0..prepared.num_rows() {
             let op = match kind_of(i).and_then(RowKind::operation) {
                 Ok(op) => op,
                 Err(e) => {
@@ -507,8 +508,7 @@ impl UpsertSession {
                     continue;
                 }
             };
-            row.clear();
-            if let Err(e) = converter.convert_row(batch, i, &mut row) {
+            if let Err(e) = prepared.row(i, &mut row) {
                 errors.push(e);
                 continue;
             }
