@@ -370,10 +370,11 @@ impl UploadSession {
             Ok(resp) => resp.error("commit", &what),
             Err(e) => e,
         };
-        if failure.kind() != ErrorKind::Io {
+        if !matches!(failure.kind(), ErrorKind::Io | ErrorKind::Conflict) {
             return Err(failure);
         }
-        // The answer was lost or the server failed: its state decides.
+        // The answer was lost, the server failed, or another committer got there first (the
+        // session is no longer open): its state decides.
         match self.reload().await {
             Ok(()) if self.status == UploadStatus::Closed => {
                 tracing::info!(session = %self.id, table = %self.table, "maxcompute upload commit outcome was unknown; the session is committed");
