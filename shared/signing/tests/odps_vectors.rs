@@ -43,6 +43,25 @@ fn odps_signatures_match_the_sdk() {
             signed.authorization(),
             s(case, "authorization"),
         );
+        let mut received = borrow(&headers);
+        let auth = s(case, "authorization");
+        received.push(("Authorization", auth));
+        f.check(
+            name,
+            "verify accepts the sdk's authorization",
+            Some(
+                match odps::verify(
+                    &creds,
+                    s(case, "method"),
+                    s(case, "path_and_query"),
+                    &received,
+                ) {
+                    Ok(()) => "ok",
+                    Err(_) => "refused",
+                },
+            ),
+            "ok",
+        );
         f.check(
             name,
             "no Date added when given",
