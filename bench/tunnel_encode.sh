@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Record encoding throughput: floe-tunnel-codec vs pyodps's C writer on the same rows.
 # Usage: bench/tunnel_encode.sh [ROWS]   (not part of CI; target: floe at least 5x pyodps)
-# Env: CARGO_TARGET_DIR (default /root/.cache/floe/target-b), PYODPS_PYTHON (a python with pyodps).
+# Env: CARGO_TARGET_DIR (default ~/.cache/floe/target), PYODPS_PYTHON (a python with pyodps).
 set -euo pipefail
 rows=${1:-200000}
 root=$(cd "$(dirname "$0")/.." && pwd)
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/root/.cache/floe/target-b}
-py=${PYODPS_PYTHON:-/root/.cache/floe/venv/bin/python}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/floe/target}
+py=${PYODPS_PYTHON:-${FLOE_VENV:-$HOME/.cache/floe/venv}/bin/python}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -43,6 +43,41 @@ pub enum Command {
     /// List and inspect the tables of a configuration's catalog.
     #[command(subcommand)]
     Tables(TablesCommand),
+    /// Benchmark floe against arrow-rs and pyarrow + pyiceberg on generated data.
+    Bench(BenchArgs),
+    /// The benchmark's floor: arrow-json decode + Parquet encode of one NDJSON file.
+    #[command(hide = true)]
+    BenchRaw(BenchRawArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Where generated data and runs go (kept between runs; the data is reused).
+    #[arg(long, default_value = "bench-data")]
+    pub dir: PathBuf,
+    /// Size of the large NDJSON object, in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub size_mib: u64,
+    /// How many small objects.
+    #[arg(long, default_value_t = 500)]
+    pub small: usize,
+    /// Size of each small object, in KiB.
+    #[arg(long, default_value_t = 32)]
+    pub small_kib: u64,
+    /// A python with pyarrow and pyiceberg for the baseline (none: skip it).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// The baseline script.
+    #[arg(long, default_value = "bench/pyiceberg_baseline.py")]
+    pub script: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchRawArgs {
+    /// NDJSON input.
+    pub input: PathBuf,
+    /// Parquet output.
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -105,5 +140,7 @@ pub async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Demo(args) => crate::demo::demo(args).await,
         Command::Tables(TablesCommand::List(args)) => crate::tables::list(args).await,
         Command::Tables(TablesCommand::Show(args)) => crate::tables::show(args).await,
+        Command::Bench(args) => crate::bench::bench(args).await,
+        Command::BenchRaw(args) => crate::bench::bench_raw(args).await,
     }
 }

@@ -1,5 +1,6 @@
 //! `floe`: run the pipeline locally, make a demo, manage tables.
 
+mod bench;
 mod cli;
 mod demo;
 mod output;
@@ -21,7 +22,11 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cli::dispatch(cli.command)) {
+    let result = runtime.block_on(cli::dispatch(cli.command));
+    if std::env::var_os("FLOE_PEAK_RSS").is_some() {
+        eprintln!("peak_rss_kb={}", bench::peak_rss_kb().unwrap_or(0));
+    }
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");

@@ -1,0 +1,353 @@
+//! `floe bench`: the same generated data through floe and through the baselines, in one run.
+//!
+//! Cases:
+//! - one large NDJSON object (default 1 GiB): `floe run` (one process: scan, decode, write,
+//!   commit), the raw arrow-rs floor (arrow-json decode + Parquet encode, no Iceberg: `floe
+//!   bench-raw`), and pyarrow + pyiceberg (`bench/pyiceberg_baseline.py`);
+//! - one batch of 500 small NDJSON objects: `floe run` and pyiceberg, process start included.
+//!
+//! Every run is a child process; wall time is measured here, peak memory is the child's own
+//! high-water mark (VmHWM / getrusage) as it reports it.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::time::Instant;
+
+use floe_core::{Error, Result};
+
+use crate::cli::{BenchArgs, BenchRawArgs};
+
+const SCHEMA: &str = r#"{"iceberg":{"schema":{"fields":[
+  {"name":"id","type":"long","required":true},
+  {"name":"ts","type":"timestamptz"},
+  {"name":"user","type":"string"},
+  {"name":"level","type":"string"},
+  {"name":"amount","type":"double"},
+  {"name":"ok","type":"boolean"},
+  {"name":"message","type":"string"}
+]}}}"#;
+
+fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| Error::from(e).while_doing(what.to_owned())
+}
+
+/// Write `bytes` of NDJSON records starting at id `first`; returns the rows written.
+fn generate(path: &Path, bytes: u64, first: u64) -> Result<u64> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io("failed to create bench data folder"))?;
+    }
+    let file = std::fs::File::create(path).map_err(io("failed to create bench data"))?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let levels = ["info", "warn", "error", "debug"];
+    let words = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+    ];
+    let (mut written, mut id) = (0u64, first);
+    while written < bytes {
+        let msg: Vec<&str> = (0..6)
+            .map(|k| words[((id >> k) as usize + k) % words.len()])
+            .collect();
+        let line = format!(
+            "{{\"id\":{id},\"ts\":\"2025-01-{:02}T{:02}:{:02}:{:02}.{:03}Z\",\"user\":\"user-{}\",\"level\":\"{}\",\"amount\":{}.{:02},\"ok\":{},\"message\":\"{}\"}}\n",
+            1 + id % 28,
+            id % 24,
+            id % 60,
+            (id / 60) % 60,
+            id % 1000,
+            id % 10_007,
+            levels[(id % 4) as usize],
+            id % 100_000,
+            id % 100,
+            id % 3 != 0,
+            msg.join(" ")
+        );
+        w.write_all(line.as_bytes())
+            .map_err(io("failed to write bench data"))?;
+        written += line.len() as u64;
+        id += 1;
+    }
+    w.flush().map_err(io("failed to write bench data"))?;
+    Ok(id - first)
+}
+
+struct Measured {
+    wall_s: f64,
+    peak_kb: u64,
+    rows: u64,
+}
+
+/// Run a child, returning its wall time and the `peak_rss_kb=` / `rows=` it printed.
+fn measure(mut cmd: Command, label: &str) -> Result<Measured> {
+    let start = Instant::now();
+    let out = cmd
+        .output()
+        .map_err(io("failed to start a benchmark process"))?;
+    let wall_s = start.elapsed().as_secs_f64();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(Error::unexpected(format!(
+            "{label} failed ({}):\n{text}",
+            out.status
+        )));
+    }
+    let field = |name: &str| -> u64 {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok(Measured {
+        wall_s,
+        peak_kb: field("peak_rss_kb="),
+        rows: field("rows="),
+    })
+}
+
+fn floe_config(dir: &Path, folder: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(io("failed to create bench run folder"))?;
+    std::fs::write(dir.join("schema.json"), SCHEMA).map_err(io("failed to write bench schema"))?;
+    let config = format!(
+        "[source]\ntype = \"local\"\nfolder = \"{}\"\n\n[iceberg]\ncatalog.uri = \"catalog.db\"\ncatalog.warehouse = \"warehouse\"\n\n[[routes]]\ntable = \"bench.events\"\nschema = \"schema.json\"\nformat = \"ndjson\"\n",
+        folder.display()
+    );
+    let path = dir.join("floe.toml");
+    std::fs::write(&path, config).map_err(io("failed to write bench config"))?;
+    Ok(path)
+}
+
+fn fresh(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(io("failed to clear a bench run folder"))?;
+    }
+    Ok(())
+}
+
+fn run_floe(exe: &Path, dir: &Path, folder: &Path) -> Result<Measured> {
+    fresh(dir)?;
+    let config = floe_config(dir, folder)?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["run", "--config"])
+        .arg(&config)
+        .env("FLOE_PEAK_RSS", "1")
+        .env_remove("FLOE_FAULT");
+    measure(cmd, "floe run")
+}
+
+fn run_python(python: &Path, script: &Path, dir: &Path, files: &[PathBuf]) -> Result<Measured> {
+    fresh(dir)?;
+    let mut cmd = Command::new(python);
+    cmd.arg(script)
+        .arg("--warehouse")
+        .arg(dir)
+        .args(["--table", "bench.events"])
+        .args(files);
+    measure(cmd, "pyiceberg baseline")
+}
+
+fn row(case: &str, tool: &str, m: &Measured, bytes: u64, floe: &Measured) {
+    let mib = bytes as f64 / (1 << 20) as f64;
+    println!(
+        "{case:<22} {tool:<26} {:>9.2} s {:>9.1} MiB/s {:>9.1} MiB peak   time x{:<6.2} memory x{:.2}",
+        m.wall_s,
+        mib / m.wall_s,
+        m.peak_kb as f64 / 1024.0,
+        m.wall_s / floe.wall_s,
+        m.peak_kb as f64 / floe.peak_kb.max(1) as f64
+    );
+}
+
+/// `floe bench`.
+pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
+    let exe = std::env::current_exe().map_err(io("failed to find the floe executable"))?;
+    let root = args.dir.clone();
+    let script = args.script.clone();
+    let data = root.join("data");
+    let big = data.join("big/events.ndjson");
+    let big_bytes = args.size_mib << 20;
+    if std::fs::metadata(&big)
+        .map(|m| m.len() < big_bytes)
+        .unwrap_or(true)
+    {
+        println!(
+            "generating {} MiB of NDJSON in {}",
+            args.size_mib,
+            big.display()
+        );
+        generate(&big, big_bytes, 0)?;
+    }
+    let big_bytes = std::fs::metadata(&big)
+        .map_err(io("failed to stat bench data"))?
+        .len();
+    let small_dir = data.join("small");
+    let mut small = Vec::new();
+    for i in 0..args.small {
+        let p = small_dir.join(format!("obj-{i:04}.ndjson"));
+        if !p.exists() {
+            generate(&p, args.small_kib << 10, i as u64 * 1_000_000)?;
+        }
+        small.push(p);
+    }
+    let small_bytes: u64 = small
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    println!(
+        "floe bench: {} ({} MiB), {} objects of {} KiB; every run a fresh process and table\n",
+        big.display(),
+        big_bytes >> 20,
+        small.len(),
+        args.small_kib
+    );
+    println!(
+        "{:<22} {:<26} {:>11} {:>15} {:>14}   ratios to floe",
+        "case", "run", "wall", "throughput", "memory"
+    );
+
+    // (a) one large object.
+    let floe_big = run_floe(
+        &exe,
+        &root.join("runs/floe-big"),
+        &big.parent().map(Path::to_path_buf).unwrap_or_default(),
+    )?;
+    row(
+        "1 large object",
+        "floe run",
+        &floe_big,
+        big_bytes,
+        &floe_big,
+    );
+    let raw_out = root.join("runs/raw.parquet");
+    let mut cmd = Command::new(&exe);
+    cmd.arg("bench-raw").arg(&big).arg(&raw_out);
+    let raw = measure(cmd, "arrow-rs raw")?;
+    row(
+        "1 large object",
+        "arrow-rs decode+parquet",
+        &raw,
+        big_bytes,
+        &floe_big,
+    );
+    let py_big = match &args.python {
+        Some(py) => Some(run_python(
+            py,
+            &script,
+            &root.join("runs/py-big"),
+            std::slice::from_ref(&big),
+        )?),
+        None => None,
+    };
+    if let Some(m) = &py_big {
+        row(
+            "1 large object",
+            "pyarrow + pyiceberg",
+            m,
+            big_bytes,
+            &floe_big,
+        );
+    }
+
+    // (b) a batch of small objects, process start included.
+    let floe_small = run_floe(&exe, &root.join("runs/floe-small"), &small_dir)?;
+    row(
+        "500 small objects",
+        "floe run",
+        &floe_small,
+        small_bytes,
+        &floe_small,
+    );
+    let py_small = match &args.python {
+        Some(py) => Some(run_python(
+            py,
+            &script,
+            &root.join("runs/py-small"),
+            &small,
+        )?),
+        None => None,
+    };
+    if let Some(m) = &py_small {
+        row(
+            "500 small objects",
+            "pyarrow + pyiceberg",
+            m,
+            small_bytes,
+            &floe_small,
+        );
+    }
+
+    println!();
+    println!(
+        "targets: floe within 1.3x of arrow-rs: {:.2}x",
+        floe_big.wall_s / raw.wall_s
+    );
+    if let Some(m) = &py_big {
+        println!(
+            "         large object: pyiceberg / floe time {:.2}x (target >= 2x), rows {} vs {}",
+            m.wall_s / floe_big.wall_s,
+            m.rows,
+            raw.rows
+        );
+    }
+    if let Some(m) = &py_small {
+        println!(
+            "         500 objects:  pyiceberg / floe time {:.2}x (target >= 10x)",
+            m.wall_s / floe_small.wall_s
+        );
+    }
+    println!(
+        "         peak memory of floe on the large object: {:.1} MiB (target < 128 MiB)",
+        floe_big.peak_kb as f64 / 1024.0
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `floe bench-raw`: the floor: arrow-json decode and a zstd Parquet writer, nothing else.
+pub async fn bench_raw(args: BenchRawArgs) -> Result<ExitCode> {
+    let schema = floe_schema::TableSchema::from_json(SCHEMA)?;
+    let iceberg = floe_iceberg::schema::to_iceberg_schema(&schema)?;
+    let arrow = Arc::new(
+        iceberg::arrow::schema_to_arrow_schema(&iceberg).map_err(floe_iceberg::from_iceberg)?,
+    );
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(
+            parquet::basic::ZstdLevel::try_new(1).map_err(|e| Error::unexpected(e.to_string()))?,
+        ))
+        .set_max_row_group_row_count(Some(128 * 1024))
+        .build();
+    let out = std::fs::File::create(&args.output).map_err(io("failed to create the output"))?;
+    let mut writer = parquet::arrow::ArrowWriter::try_new(out, arrow.clone(), Some(props))
+        .map_err(|e| Error::unexpected(e.to_string()))?;
+    let input = std::fs::File::open(&args.input).map_err(io("failed to open the input"))?;
+    let reader = arrow_json::ReaderBuilder::new(arrow)
+        .with_batch_size(8192)
+        .build(std::io::BufReader::with_capacity(1 << 20, input))
+        .map_err(|e| Error::unexpected(e.to_string()))?;
+    let mut rows = 0;
+    for batch in reader {
+        let batch = batch.map_err(|e| Error::invalid_input(e.to_string()))?;
+        rows += batch.num_rows();
+        writer
+            .write(&batch)
+            .map_err(|e| Error::unexpected(e.to_string()))?;
+    }
+    writer
+        .close()
+        .map_err(|e| Error::unexpected(e.to_string()))?;
+    println!("rows={rows}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The process's peak resident memory in KiB (Linux), for the benchmark.
+pub fn peak_rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
