@@ -36,7 +36,7 @@ def main():
     p.add_argument("--rest")
     p.add_argument("--token")
     p.add_argument("--rest-warehouse")
-    p.add_argument("--table", required=True)
+    p.add_argument("--table", required=True, action="append", help="repeat to read several tables")
     p.add_argument("--max-rows", type=int, default=10000)
     a = p.parse_args()
     if a.rest:
@@ -50,9 +50,16 @@ def main():
     else:
         from pyiceberg.catalog.sql import SqlCatalog
         catalog = SqlCatalog(a.catalog, uri=a.uri, warehouse=a.warehouse)
-    table = catalog.load_table(a.table)
+    if len(a.table) == 1:
+        json.dump(read(catalog, a.table[0], a.max_rows), sys.stdout)
+    else:
+        json.dump({t: read(catalog, t, a.max_rows) for t in a.table}, sys.stdout)
+
+
+def read(catalog, name, max_rows):
+    table = catalog.load_table(name)
     arrow = table.scan().to_arrow()
-    rows = arrow.slice(0, a.max_rows).to_pylist()
+    rows = arrow.slice(0, max_rows).to_pylist()
     snapshots = [
         {
             "id": s.snapshot_id,
@@ -71,7 +78,7 @@ def main():
             "partition": jsonable(df.partition.__dict__.get("_data", list(df.partition))) if df.partition is not None else None,
             "lower_bounds": sorted(df.lower_bounds.keys()) if df.lower_bounds else [],
         })
-    out = {
+    return {
         "count": arrow.num_rows,
         "rows": jsonable(rows),
         "columns": arrow.column_names,
@@ -81,7 +88,6 @@ def main():
         "files": files,
         "location": table.location(),
     }
-    json.dump(out, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -124,7 +124,11 @@ fn make_samples(dir: &Path) -> Result<usize> {
     put("events/2025/01/16/app-02.ndjson.gz", gz)?;
     put(
         "orders/2025-01/orders.csv",
-        b"order_id,customer,amount,ordered_at\n1001,alice,19.99,2025-01-15T10:00:00Z\n1002,bob,5.00,2025-01-15T11:30:00Z\n1003,carol,not-a-price,2025-01-15T12:00:00Z\n1004,\"dave, jr\",42.10,2025-01-16T09:15:00Z\n".to_vec(),
+        b"order_id,customer,amount,ordered_at\n1001,alice,19.99,2025-01-15T10:00:00Z\n1002,bob,5.00,2025-01-15T11:30:00Z\n".to_vec(),
+    )?;
+    put(
+        "orders/2025-02/orders.csv",
+        b"order_id,customer,amount,ordered_at\n1003,carol,not-a-price,2025-02-01T12:00:00Z\n1004,\"dave, jr\",42.10,2025-02-02T09:15:00Z\n".to_vec(),
     )?;
     put(
         "nested/a/b/readme.txt",

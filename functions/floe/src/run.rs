@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use floe_core::Result;
+use floe_pipeline::pipeline::ProgressEvent;
 use floe_pipeline::{FloeConfig, Pipeline};
 
 use crate::cli::{ConfigArg, RunArgs};
@@ -19,8 +20,23 @@ pub async fn open(config: &std::path::Path) -> Result<Pipeline> {
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let mut pipeline = open(&args.config.config).await?;
     if args.progress {
-        pipeline.progress = Some(Arc::new(|c, done, total| {
-            eprintln!("[{done}/{total}] {}", c.key);
+        pipeline.progress = Some(Arc::new(|event| match event {
+            ProgressEvent::Reading { change, read } => {
+                let pct = change
+                    .size
+                    .filter(|s| *s > 0)
+                    .map(|s| format!(" ({}%)", read * 100 / s))
+                    .unwrap_or_default();
+                eprintln!("      {}: {} MiB read{pct}", change.key, read >> 20);
+            }
+            ProgressEvent::Done {
+                change,
+                done,
+                total,
+                rows,
+            } => {
+                eprintln!("[{done}/{total}] {} ({rows} rows)", change.key);
+            }
         }));
     }
     if args.watch {

@@ -59,6 +59,28 @@ pub async fn list(args: ConfigArg) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// An Iceberg type as it is written in schema JSON: `long`, `list<string>`, `struct<a:int>`.
+fn type_name(t: &iceberg::spec::Type) -> String {
+    use iceberg::spec::Type;
+    match t {
+        Type::Primitive(p) => p.to_string(),
+        Type::Struct(s) => {
+            let fields: Vec<String> = s
+                .fields()
+                .iter()
+                .map(|f| format!("{}:{}", f.name, type_name(&f.field_type)))
+                .collect();
+            format!("struct<{}>", fields.join(","))
+        }
+        Type::List(l) => format!("list<{}>", type_name(&l.element_field.field_type)),
+        Type::Map(m) => format!(
+            "map<{},{}>",
+            type_name(&m.key_field.field_type),
+            type_name(&m.value_field.field_type)
+        ),
+    }
+}
+
 /// Print a table's description and its first `rows` rows.
 pub async fn describe(catalog: &dyn Catalog, ident: &TableIdent, rows: usize) -> Result<()> {
     let table = load_table(catalog, ident).await?.ok_or_else(|| {
@@ -79,7 +101,7 @@ pub async fn describe(catalog: &dyn Catalog, ident: &TableIdent, rows: usize) ->
             format!(
                 "{}: {}{}",
                 f.name,
-                f.field_type,
+                type_name(&f.field_type),
                 if f.required { " not null" } else { "" }
             )
         })

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use floe_testbed::pyiceberg::read_sql_table;
+use floe_testbed::pyiceberg::{read_sql_table, read_sql_tables};
 use serde_json::Value;
 
 const CONFIG: &str = r#"
@@ -132,7 +132,14 @@ fn dead_letters(dir: &Path) -> Vec<Value> {
 
 /// Every table holds exactly the expected rows, once each, with one commit id per snapshot.
 fn assert_exactly_once(dir: &Path, context: &str) {
-    let events = read(dir, "test.events");
+    let root = dir.canonicalize().unwrap();
+    let mut tables = read_sql_tables(
+        "floe",
+        &root.join("catalog.db"),
+        &root.join("warehouse"),
+        &["test.events", "test.orders", "test.objects"],
+    );
+    let events = tables.remove("test.events").unwrap();
     assert_eq!(events["count"], 80, "{context}: events");
     let mut ids: Vec<i64> = rows(&events)
         .iter()
@@ -141,9 +148,9 @@ fn assert_exactly_once(dir: &Path, context: &str) {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 80, "{context}: event ids unique");
-    let orders = read(dir, "test.orders");
+    let orders = tables.remove("test.orders").unwrap();
     assert_eq!(orders["count"], 6, "{context}: orders");
-    let objects = read(dir, "test.objects");
+    let objects = tables.remove("test.objects").unwrap();
     assert_eq!(objects["count"], 2, "{context}: objects");
     for t in [&events, &orders, &objects] {
         let ids: Vec<&str> = t["snapshots"]

@@ -22,7 +22,7 @@ use crate::keys::{
     obj_key,
 };
 use crate::objects::{ObjectFailure, content_of, metadata_rows, read_records, table_schema_for};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, ProgressEvent};
 use crate::target::iceberg_target;
 
 /// What became of one change of a batch.
@@ -604,6 +604,7 @@ impl Pipeline {
                 continue;
             };
 
+            let mut object_rows = 1;
             match route.mode {
                 Mode::Metadata | Mode::Content => match content_of(&store, change, route).await {
                     Ok(content) => {
@@ -639,6 +640,12 @@ impl Pipeline {
                             }
                         }
                     };
+                    let progress = self.progress.clone();
+                    let on_bytes = move |read: u64| {
+                        if let Some(p) = &progress {
+                            p(ProgressEvent::Reading { change, read });
+                        }
+                    };
                     let result = read_records(
                         &store,
                         change,
@@ -646,6 +653,7 @@ impl Pipeline {
                         &mut slot.writer,
                         self.config.ingest.batch_rows,
                         &mut on_bad,
+                        &on_bytes,
                     )
                     .await;
                     for bad in letters {
@@ -656,6 +664,7 @@ impl Pipeline {
                     }
                     match result {
                         Ok(stats) => {
+                            object_rows = stats.rows;
                             report.rows += stats.rows;
                             report.bytes_read += stats.bytes;
                             report.bad_records += stats.bad;
@@ -675,7 +684,12 @@ impl Pipeline {
                 }
             }
             if let Some(p) = &self.progress {
-                p(change, pos + 1, claimed.len());
+                p(ProgressEvent::Done {
+                    change,
+                    done: pos + 1,
+                    total: claimed.len(),
+                    rows: object_rows,
+                });
             }
         }
         // Metadata rows, one batch per table.

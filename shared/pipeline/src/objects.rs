@@ -67,6 +67,9 @@ pub fn object_format(
     })
 }
 
+/// Called with the bytes read so far, about every 64 MiB of a large object.
+pub type OnBytes<'a> = &'a (dyn Fn(u64) + Send + Sync);
+
 /// Stream the object's records into `writer`.
 pub async fn read_records(
     store: &Arc<dyn ObjectStore>,
@@ -75,6 +78,7 @@ pub async fn read_records(
     writer: &mut TableWriter,
     batch_rows: usize,
     on_bad: OnBad<'_>,
+    on_bytes: OnBytes<'_>,
 ) -> std::result::Result<ObjectStats, ObjectFailure> {
     let mut stats = ObjectStats::default();
     let got = store.get(&change.key).await.map_err(|e| match e.kind() {
@@ -107,9 +111,14 @@ pub async fn read_records(
     let mut dec = stream_decoder(&format, compression, schema, batch_rows)
         .map_err(ObjectFailure::Unreadable)?;
     let mut body = got.body;
+    let mut reported = 0u64;
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(ObjectFailure::from_error)?;
         stats.bytes += chunk.len() as u64;
+        if stats.bytes - reported >= 64 << 20 {
+            reported = stats.bytes;
+            on_bytes(stats.bytes);
+        }
         dec.push(&chunk).map_err(ObjectFailure::Unreadable)?;
         drain(dec.take(), writer, on_bad, &mut stats).await?;
     }

@@ -30,8 +30,31 @@ impl StoreResolver for SingleStore {
     }
 }
 
-/// Progress callback: (change, objects done in the batch, objects in the batch).
-pub type Progress = Arc<dyn Fn(&ObjectChange, usize, usize) + Send + Sync>;
+/// What progress reports.
+#[derive(Debug, Clone, Copy)]
+pub enum ProgressEvent<'a> {
+    /// Bytes of an object read so far (reported about every 64 MiB).
+    Reading {
+        /// The object.
+        change: &'a ObjectChange,
+        /// Bytes read so far.
+        read: u64,
+    },
+    /// An object finished.
+    Done {
+        /// The object.
+        change: &'a ObjectChange,
+        /// Objects finished in this batch.
+        done: usize,
+        /// Objects in this batch.
+        total: usize,
+        /// Rows the object gave.
+        rows: u64,
+    },
+}
+
+/// Progress callback.
+pub type Progress = Arc<dyn Fn(ProgressEvent<'_>) + Send + Sync>;
 
 /// Everything ingest and commit need.
 pub struct Pipeline {

@@ -67,3 +67,29 @@ pub fn read_sql_table(
         table.into(),
     ])
 }
+
+/// Read several tables of a SQLite catalog in one reader process (one Python start).
+pub fn read_sql_tables(
+    catalog: &str,
+    sqlite: &Path,
+    warehouse: &Path,
+    tables: &[&str],
+) -> std::collections::HashMap<String, serde_json::Value> {
+    let mut args = vec![
+        "--catalog".to_owned(),
+        catalog.to_owned(),
+        "--uri".to_owned(),
+        format!("sqlite:///{}", sqlite.display()),
+        "--warehouse".to_owned(),
+        format!("file://{}", warehouse.display()),
+    ];
+    for t in tables {
+        args.push("--table".into());
+        args.push((*t).to_owned());
+    }
+    let v = read_table(&args);
+    if tables.len() == 1 {
+        return std::collections::HashMap::from([(tables[0].to_owned(), v)]);
+    }
+    serde_json::from_value(v).expect("reader printed a map of tables")
+}
