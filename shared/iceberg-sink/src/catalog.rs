@@ -6,9 +6,10 @@
 //! | `rest` | an Iceberg REST catalog (bearer, OAuth2 or AWS SigV4) |
 //! | `s3tables` | the S3 Tables control plane (also OSS Tables) |
 //!
-//! For `sql`, `uri` is a SQLite database: `sqlite:////abs/path.db` (pyiceberg's form),
+//! For `sql`, `uri` (default `catalog.db`) is a SQLite database: `sqlite:////abs/path.db` (pyiceberg's form),
 //! `sqlite:///abs/path.db`, `jdbc:sqlite:/abs/path.db` or a plain path; relative paths are taken
-//! from `base_dir` (the configuration file's folder). `warehouse` is a folder or `file://` URL.
+//! from `base_dir` (the configuration file's folder). `warehouse` (default `warehouse`) is a
+//! folder or `file://` URL.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

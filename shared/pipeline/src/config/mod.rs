@@ -471,6 +471,10 @@ fn route(i: usize, map: &load::Section, base: &Path) -> Result<RouteConfig> {
         globset::Glob::new(g).map_err(|e| o.err("glob", e))?;
     }
     let table = o.required("table")?;
+    let parts: Vec<&str> = table.split('.').collect();
+    if parts.len() < 2 || parts.iter().any(|p| p.trim().is_empty()) {
+        return Err(o.err("table", format!("`{table}` is not `namespace.table`")));
+    }
     let r = RouteConfig {
         name: o.string("name")?.unwrap_or_else(|| format!("route{i}")),
         bucket: o.string("bucket")?,

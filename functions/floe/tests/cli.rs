@@ -1,0 +1,145 @@
+//! The `floe` command's surface: configuration errors, `tables list/show`, content mode, help.
+
+use std::path::Path;
+use std::process::Command;
+
+fn floe(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(args)
+        .env_remove("FLOE_FAULT")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write(path: &Path, text: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn invalid_configuration_fails_at_start_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "[source]\nfolder = \"b\"\n[[routes]]\ntable = \"a.b\"\non-error = \"ignore\"\n",
+            "routes[0].on-error",
+        ),
+        (
+            "[source]\nfolder = \"b\"\nbatch-size = 3\n[[routes]]\ntable = \"a.b\"\n",
+            "source.batch-size",
+        ),
+        (
+            "[source]\nfolder = \"b\"\n[ingest]\nbatch-rows = -1\n[[routes]]\ntable = \"a.b\"\n",
+            "ingest.batch-rows",
+        ),
+        (
+            "[source]\nfolder = \"b\"\n[[routes]]\ntable = \"no_namespace\"\n",
+            "table",
+        ),
+    ];
+    for (text, option) in cases {
+        let config = dir.path().join("floe.toml");
+        write(&config, text);
+        let (code, _, err) = floe(&["run", "--config", config.to_str().unwrap()]);
+        assert_eq!(code, 2, "{option}: {err}");
+        assert!(err.contains(option), "{option}: {err}");
+    }
+    let (code, _, err) = floe(&["run", "--config", "/nonexistent/floe.toml"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("/nonexistent/floe.toml"), "{err}");
+}
+
+#[test]
+fn every_command_has_help() {
+    for args in [
+        vec!["--help"],
+        vec!["run", "--help"],
+        vec!["commit", "--help"],
+        vec!["demo", "--help"],
+        vec!["tables", "--help"],
+        vec!["tables", "list", "--help"],
+        vec!["tables", "show", "--help"],
+        vec!["bench", "--help"],
+    ] {
+        let (code, out, _) = floe(&args);
+        assert_eq!(code, 0, "{args:?}");
+        assert!(out.contains("Usage:"), "{args:?}: {out}");
+    }
+}
+
+#[test]
+fn content_mode_tables_list_and_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(&root.join("bucket/blobs/small.txt"), "tiny");
+    write(&root.join("bucket/blobs/large.bin"), vec![7u8; 4096]);
+    write(
+        &root.join("floe.toml"),
+        "[source]\nfolder = \"bucket\"\n[iceberg]\ncatalog.uri = \"catalog.db\"\ncatalog.warehouse = \"warehouse\"\n\
+         [[routes]]\nprefix = \"blobs/\"\nmode = \"content\"\ntable = \"raw.blobs\"\ncontent.max-bytes = 1024\n\
+         columns = [\"KEY\", \"size\", \"url\", \"content\"]\n",
+    );
+    let config = root.join("floe.toml");
+    let config = config.to_str().unwrap();
+    let (code, out, err) = floe(&["run", "--config", config]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = root.canonicalize().unwrap();
+    let t = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        "raw.blobs",
+    );
+    assert_eq!(
+        t["columns"],
+        serde_json::json!(["KEY", "size", "url", "content"])
+    );
+    let rows = t["rows"].as_array().unwrap();
+    let small = rows.iter().find(|r| r["KEY"] == "blobs/small.txt").unwrap();
+    assert_eq!(small["content"], hex("tiny"));
+    let large = rows.iter().find(|r| r["KEY"] == "blobs/large.bin").unwrap();
+    assert_eq!(
+        large["content"],
+        serde_json::Value::Null,
+        "over the limit: url only"
+    );
+    assert_eq!(large["size"], 4096);
+    assert!(
+        large["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/bucket/blobs/large.bin")
+    );
+
+    let (code, out, _) = floe(&["tables", "list", "--config", config]);
+    assert_eq!(code, 0);
+    assert!(out.contains("raw.blobs\t2 rows\t1 snapshots"), "{out}");
+    let (code, out, _) = floe(&[
+        "tables",
+        "show",
+        "raw.blobs",
+        "--config",
+        config,
+        "--rows",
+        "5",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("schema: KEY: string not null, size: long, url: string, content: binary"),
+        "{out}"
+    );
+    assert!(out.contains("floe commit "), "{out}");
+    assert!(out.contains("blobs/small.txt"), "{out}");
+    let (code, _, err) = floe(&["tables", "show", "raw.nope", "--config", config]);
+    assert_eq!(code, 1);
+    assert!(err.contains("raw.nope does not exist"), "{err}");
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
