@@ -63,6 +63,8 @@ except Exception:
 parse = pj.ParseOptions(explicit_schema=arrow_schema)
 tables = [pj.read_json(f, parse_options=parse) for f in a.files]
 data = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+# pyarrow reads every JSON column as nullable; the table says id is required.
+data = data.cast(arrow_schema)
 table.append(data)
 rows = data.num_rows
 wall = time.monotonic() - t0

@@ -197,10 +197,67 @@ pub async fn concurrent_counter(
     )
 }
 
+/// `get_many` returns entries in key order given, `write_many` applies each write on its own.
+pub async fn many(store: &dyn CheckpointStore, prefix: &str) -> Result<()> {
+    use crate::store::Write;
+    let (a, b, c) = (
+        format!("{prefix}/m/a"),
+        format!("{prefix}/m/b"),
+        format!("{prefix}/m/c"),
+    );
+    let va = store
+        .put_if_absent(&a, b"a0", None)
+        .await?
+        .unwrap_or_else(|| unreachable!());
+    let stale = crate::store::Version("stale".into());
+    let results = store
+        .write_many(&[
+            Write::Insert {
+                key: &a,
+                value: b"lost".to_vec(),
+                ttl: None,
+            },
+            Write::Insert {
+                key: &b,
+                value: b"b1".to_vec(),
+                ttl: None,
+            },
+            Write::Update {
+                key: &a,
+                value: b"a1".to_vec(),
+                expected: &va,
+                ttl: None,
+            },
+            Write::Update {
+                key: &c,
+                value: b"none".to_vec(),
+                expected: &stale,
+                ttl: None,
+            },
+        ])
+        .await?;
+    let won: Vec<bool> = results.iter().map(Option::is_some).collect();
+    check(
+        won == [false, true, true, false],
+        &format!("write_many results, got {won:?}"),
+    )?;
+    let got = store.get_many(&[c.clone(), a.clone(), b.clone()]).await?;
+    let values: Vec<Option<Vec<u8>>> = got.into_iter().map(|e| e.map(|e| e.value)).collect();
+    check(
+        values == [None, Some(b"a1".to_vec()), Some(b"b1".to_vec())],
+        "get_many returns the values in the order asked",
+    )?;
+    check(
+        store.get(&a).await?.map(|e| e.version) == results[2].clone(),
+        "write_many returns the new versions",
+    )
+}
+
 /// Run every check.
 pub async fn run_all(store: Arc<dyn CheckpointStore>, prefix: &str) -> Result<()> {
     basic_cas(store.as_ref(), prefix).await?;
     scan_prefix(store.as_ref(), prefix).await?;
     ttl(store.as_ref(), prefix).await?;
+    many(store.as_ref(), prefix).await?;
     concurrent_counter(&[store], prefix, 8, 25).await
 }

@@ -26,4 +26,4 @@ mod store;
 
 pub use object_store::ObjectStoreCheckpoint;
 pub use sqlite::SqliteStore;
-pub use store::{CheckpointStore, Entry, StoreExt, Version, now_ms};
+pub use store::{CheckpointStore, Entry, StoreExt, Version, Write, encode, now_ms};

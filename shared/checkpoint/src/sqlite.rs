@@ -11,9 +11,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use floe_core::{Error, ErrorKind, Result};
 use sqlx::Row;
+use sqlx::Sqlite;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 
-use crate::store::{CheckpointStore, Entry, Version, now_ms};
+use crate::store::{CheckpointStore, Entry, Version, Write, now_ms};
 
 /// The SQLite checkpoint store.
 #[derive(Debug, Clone)]
@@ -91,6 +92,56 @@ impl SqliteStore {
     }
 }
 
+/// Insert unless a live entry exists (an expired one is replaced).
+async fn insert<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
+    ex: E,
+    key: &str,
+    value: &[u8],
+    ttl: Option<Duration>,
+) -> Result<Option<Version>> {
+    let version = new_version();
+    let done = sqlx::query(
+        "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
+           expires_at = excluded.expires_at
+         WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= ?",
+    )
+    .bind(key)
+    .bind(value)
+    .bind(&version.0)
+    .bind(expiry(ttl))
+    .bind(now_ms())
+    .execute(ex)
+    .await
+    .map_err(|e| db_err("failed to insert", e))?;
+    Ok((done.rows_affected() == 1).then_some(version))
+}
+
+/// Replace a live entry still at `expected`.
+async fn update<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
+    ex: E,
+    key: &str,
+    value: &[u8],
+    expected: &Version,
+    ttl: Option<Duration>,
+) -> Result<Option<Version>> {
+    let version = new_version();
+    let done = sqlx::query(
+        "UPDATE floe_checkpoint SET value = ?, version = ?, expires_at = ?
+         WHERE key = ? AND version = ? AND (expires_at IS NULL OR expires_at > ?)",
+    )
+    .bind(value)
+    .bind(&version.0)
+    .bind(expiry(ttl))
+    .bind(key)
+    .bind(&expected.0)
+    .bind(now_ms())
+    .execute(ex)
+    .await
+    .map_err(|e| db_err("failed to update", e))?;
+    Ok((done.rows_affected() == 1).then_some(version))
+}
+
 #[async_trait]
 impl CheckpointStore for SqliteStore {
     async fn get(&self, key: &str) -> Result<Option<Entry>> {
@@ -117,22 +168,7 @@ impl CheckpointStore for SqliteStore {
         value: &[u8],
         ttl: Option<Duration>,
     ) -> Result<Option<Version>> {
-        let version = new_version();
-        let done = sqlx::query(
-            "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES (?, ?, ?, ?)
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
-               expires_at = excluded.expires_at
-             WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= ?",
-        )
-        .bind(key)
-        .bind(value)
-        .bind(&version.0)
-        .bind(expiry(ttl))
-        .bind(now_ms())
-        .execute(&self.pool)
-        .await
-        .map_err(|e| db_err("failed to insert", e))?;
-        Ok((done.rows_affected() == 1).then_some(version))
+        insert(&self.pool, key, value, ttl).await
     }
 
     async fn put_if_version(
@@ -142,21 +178,7 @@ impl CheckpointStore for SqliteStore {
         expected: &Version,
         ttl: Option<Duration>,
     ) -> Result<Option<Version>> {
-        let version = new_version();
-        let done = sqlx::query(
-            "UPDATE floe_checkpoint SET value = ?, version = ?, expires_at = ?
-             WHERE key = ? AND version = ? AND (expires_at IS NULL OR expires_at > ?)",
-        )
-        .bind(value)
-        .bind(&version.0)
-        .bind(expiry(ttl))
-        .bind(key)
-        .bind(&expected.0)
-        .bind(now_ms())
-        .execute(&self.pool)
-        .await
-        .map_err(|e| db_err("failed to update", e))?;
-        Ok((done.rows_affected() == 1).then_some(version))
+        update(&self.pool, key, value, expected, ttl).await
     }
 
     async fn delete_if_version(&self, key: &str, expected: &Version) -> Result<bool> {
@@ -192,6 +214,61 @@ impl CheckpointStore for SqliteStore {
                 expires_at_ms: r.get(3),
             })
             .collect())
+    }
+
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Entry>>> {
+        let mut found = std::collections::HashMap::new();
+        for chunk in keys.chunks(500) {
+            let marks = vec!["?"; chunk.len()].join(", ");
+            let sql = format!(
+                "SELECT key, value, version, expires_at FROM floe_checkpoint
+                 WHERE key IN ({marks}) AND (expires_at IS NULL OR expires_at > ?)"
+            );
+            let mut q = sqlx::query(&sql);
+            for k in chunk {
+                q = q.bind(k);
+            }
+            let rows = q
+                .bind(now_ms())
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| db_err("failed to read", e))?;
+            for r in rows {
+                let e = Entry {
+                    key: r.get(0),
+                    value: r.get(1),
+                    version: Version(r.get(2)),
+                    expires_at_ms: r.get(3),
+                };
+                found.insert(e.key.clone(), e);
+            }
+        }
+        Ok(keys.iter().map(|k| found.remove(k)).collect())
+    }
+
+    async fn write_many(&self, writes: &[Write<'_>]) -> Result<Vec<Option<Version>>> {
+        // One transaction: one disk sync for the lot.
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| db_err("failed to begin", e))?;
+        let mut out = Vec::with_capacity(writes.len());
+        for w in writes {
+            out.push(match w {
+                Write::Insert { key, value, ttl } => insert(&mut *tx, key, value, *ttl).await?,
+                Write::Update {
+                    key,
+                    value,
+                    expected,
+                    ttl,
+                } => update(&mut *tx, key, value, expected, *ttl).await?,
+            });
+        }
+        tx.commit()
+            .await
+            .map_err(|e| db_err("failed to commit", e))?;
+        Ok(out)
     }
 
     async fn purge_expired(&self) -> Result<u64> {

@@ -31,6 +31,31 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// One conditional write of a [`CheckpointStore::write_many`].
+#[derive(Clone, Debug)]
+pub enum Write<'a> {
+    /// `put_if_absent`.
+    Insert {
+        /// The key.
+        key: &'a str,
+        /// The value.
+        value: Vec<u8>,
+        /// Time to live.
+        ttl: Option<Duration>,
+    },
+    /// `put_if_version`.
+    Update {
+        /// The key.
+        key: &'a str,
+        /// The value.
+        value: Vec<u8>,
+        /// The version it must still have.
+        expected: &'a Version,
+        /// Time to live.
+        ttl: Option<Duration>,
+    },
+}
+
 /// A checkpoint table backend; see the crate doc.
 #[async_trait]
 pub trait CheckpointStore: Send + Sync + Debug {
@@ -63,6 +88,34 @@ pub trait CheckpointStore: Send + Sync + Debug {
 
     /// Remove expired entries; returns how many went.
     async fn purge_expired(&self) -> Result<u64>;
+
+    /// `get` of several keys, in order. Backends that can read them in one request do.
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Entry>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            out.push(self.get(k).await?);
+        }
+        Ok(out)
+    }
+
+    /// Several independent conditional writes; each succeeds or loses on its own (`None`), as if
+    /// made one after another. Backends that can apply them in one transaction (one disk sync)
+    /// do.
+    async fn write_many(&self, writes: &[Write<'_>]) -> Result<Vec<Option<Version>>> {
+        let mut out = Vec::with_capacity(writes.len());
+        for w in writes {
+            out.push(match w {
+                Write::Insert { key, value, ttl } => self.put_if_absent(key, value, *ttl).await?,
+                Write::Update {
+                    key,
+                    value,
+                    expected,
+                    ttl,
+                } => self.put_if_version(key, value, expected, *ttl).await?,
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// JSON helpers over any store.
@@ -117,7 +170,8 @@ pub trait StoreExt: CheckpointStore {
 
 impl<S: CheckpointStore + ?Sized> StoreExt for S {}
 
-fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+/// Encode a value as floe writes checkpoint entries (JSON).
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     serde_json::to_vec(value)
         .map_err(|e| Error::unexpected("failed to encode checkpoint entry").with_source(e))
 }

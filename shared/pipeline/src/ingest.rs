@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use floe_checkpoint::{StoreExt, Version, now_ms};
+use floe_checkpoint::{StoreExt, Version, Write, encode, now_ms};
 use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
 use floe_iceberg::{
     StagedFile, TableDefinition, TableWriter, WriterOptions, ensure_table, parse_ident,
@@ -179,22 +179,98 @@ impl Pipeline {
             .ok_or_else(|| Error::unexpected(format!("batch id {batch} already exists")))?;
         self.faults.hit("ingest.after-batch-open");
 
-        // Claim.
+        // Claim: one read and one transaction for everything uncontended; an object claimed by
+        // another batch, or a lost race, takes the one-object path.
         let mut claimed = Vec::new();
-        for (i, r) in routed {
-            match self.claim(&changes[i], &batch).await {
+        let keys: Vec<String> = routed
+            .iter()
+            .map(|(i, _)| obj_key(&changes[*i].bucket, &changes[*i].key))
+            .collect();
+        let existing = self.checkpoint.get_many(&keys).await?;
+        let mut fast: Vec<(usize, Option<(ObjRecord, Version)>)> = Vec::new();
+        let mut slow = Vec::new();
+        for (j, entry) in existing.into_iter().enumerate() {
+            let i = routed[j].0;
+            let rec = match entry {
+                None => None,
+                Some(e) => match serde_json::from_slice::<ObjRecord>(&e.value) {
+                    Ok(r) => Some((r, e.version)),
+                    Err(_) => {
+                        slow.push(j);
+                        continue;
+                    }
+                },
+            };
+            match decide(rec.as_ref().map(|(r, _)| r), &changes[i], &batch) {
+                Decision::Claim => fast.push((j, rec)),
+                Decision::Duplicate => outcomes[i] = Some(Outcome::Duplicate),
+                Decision::Stale => outcomes[i] = Some(Outcome::Stale),
+                Decision::ClaimedBy(_) => slow.push(j),
+            }
+        }
+        let mut values = Vec::with_capacity(fast.len());
+        for (j, _) in &fast {
+            let change = &changes[routed[*j].0];
+            values.push(encode(&self.obj_record(
+                change,
+                ObjState::Claimed {
+                    batch: batch.clone(),
+                },
+            ))?);
+        }
+        let writes: Vec<Write<'_>> = fast
+            .iter()
+            .zip(values)
+            .map(|((j, rec), value)| match rec {
+                None => Write::Insert {
+                    key: &keys[*j],
+                    value,
+                    ttl: self.dedupe_ttl,
+                },
+                Some((_, v)) => Write::Update {
+                    key: &keys[*j],
+                    value,
+                    expected: v,
+                    ttl: self.dedupe_ttl,
+                },
+            })
+            .collect();
+        let results = self.checkpoint.write_many(&writes).await?;
+        drop(writes);
+        for ((j, prev), result) in fast.into_iter().zip(results) {
+            match result {
+                Some(version) => {
+                    let (i, r) = &routed[j];
+                    claimed.push(Claimed {
+                        idx: *i,
+                        key: keys[j].clone(),
+                        version,
+                        prev,
+                        route: r.route,
+                        table: r.table.clone(),
+                    });
+                }
+                None => slow.push(j),
+            }
+        }
+        slow.sort_unstable();
+        for j in slow {
+            let (i, r) = &routed[j];
+            match self.claim(&changes[*i], &batch).await {
                 Ok(Ok((key, version, prev))) => claimed.push(Claimed {
-                    idx: i,
+                    idx: *i,
                     key,
                     version,
                     prev,
                     route: r.route,
-                    table: r.table,
+                    table: r.table.clone(),
                 }),
-                Ok(Err(outcome)) => outcomes[i] = Some(outcome),
-                Err(e) => outcomes[i] = Some(Outcome::Failed(e)),
+                Ok(Err(outcome)) => outcomes[*i] = Some(outcome),
+                Err(e) => outcomes[*i] = Some(Outcome::Failed(e)),
             }
         }
+        // Objects are read in the order given (the first one of a new table shapes its schema).
+        claimed.sort_by_key(|c| c.idx);
         self.faults.hit("ingest.after-claim");
 
         // Read and write; an object given back restarts the batch's writing without it.
@@ -293,26 +369,33 @@ impl Pipeline {
         self.faults.hit("ingest.after-stage");
         tracing::info!(batch = %batch, objects = claimed.len(), rows = report.rows, files = report.files, "batch staged");
 
-        // Mark the objects staged (best effort: a claim by a staged batch already counts).
+        // Mark the objects staged, in one transaction (best effort: a claim by a staged batch
+        // already counts as staged).
+        let mut values = Vec::with_capacity(claimed.len());
         for c in &claimed {
-            let mut rec = self.obj_record(
+            let rec = self.obj_record(
                 &changes[c.idx],
                 ObjState::Staged {
                     batch: batch.clone(),
                 },
             );
-            if let Some((prev, _)) = &c.prev
-                && rec.etag.is_none()
-            {
-                rec.size = rec.size.or(prev.size);
-            }
-            let _ = self
-                .checkpoint
-                .update_json(&c.key, &rec, &c.version, self.dedupe_ttl)
-                .await;
+            values.push(encode(&rec)?);
             if outcomes[c.idx].is_none() {
                 outcomes[c.idx] = Some(Outcome::Staged);
             }
+        }
+        let marks: Vec<Write<'_>> = claimed
+            .iter()
+            .zip(values)
+            .map(|(c, value)| Write::Update {
+                key: &c.key,
+                value,
+                expected: &c.version,
+                ttl: self.dedupe_ttl,
+            })
+            .collect();
+        if let Err(e) = self.checkpoint.write_many(&marks).await {
+            tracing::warn!(batch = %batch, error = %e, "failed to mark objects staged; their claims still count");
         }
         self.faults.hit("ingest.after-mark");
         report.outcomes = finish(outcomes);

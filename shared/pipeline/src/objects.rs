@@ -108,23 +108,85 @@ pub async fn read_records(
         }
         return Ok(stats);
     }
-    let mut dec = stream_decoder(&format, compression, schema, batch_rows)
+    let dec = stream_decoder(&format, compression, schema, batch_rows)
         .map_err(ObjectFailure::Unreadable)?;
-    let mut body = got.body;
+    // Decoding (JSON/CSV parsing) and encoding (Parquet, zstd) each take about half the time:
+    // the decoder runs as its own task, a few batches ahead of the writer, so both cores work.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Step>(4);
+    let producer = tokio::spawn(decode_stream(got.body, dec, tx));
     let mut reported = 0u64;
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(ObjectFailure::from_error)?;
-        stats.bytes += chunk.len() as u64;
-        if stats.bytes - reported >= 64 << 20 {
-            reported = stats.bytes;
-            on_bytes(stats.bytes);
+    let mut failure = None;
+    while let Some(step) = rx.recv().await {
+        match step {
+            Step::Read(bytes) => {
+                stats.bytes = bytes;
+                if bytes - reported >= 64 << 20 {
+                    reported = bytes;
+                    on_bytes(bytes);
+                }
+            }
+            Step::Decoded(out) => {
+                if let Err(f) = drain(out, writer, on_bad, &mut stats).await {
+                    failure = Some(f);
+                    break;
+                }
+            }
+            Step::Failed(f) => {
+                failure = Some(f);
+                break;
+            }
         }
-        dec.push(&chunk).map_err(ObjectFailure::Unreadable)?;
-        drain(dec.take(), writer, on_bad, &mut stats).await?;
     }
-    dec.finish().map_err(ObjectFailure::Unreadable)?;
-    drain(dec.take(), writer, on_bad, &mut stats).await?;
-    Ok(stats)
+    drop(rx);
+    let _ = producer.await;
+    match failure {
+        Some(f) => Err(f),
+        None => Ok(stats),
+    }
+}
+
+/// What the decoding task hands the writer.
+enum Step {
+    /// Bytes of the object read so far.
+    Read(u64),
+    /// Batches and bad records.
+    Decoded(Decoded),
+    /// The object could not be read further.
+    Failed(ObjectFailure),
+}
+
+/// Read the body and decode it, sending batches as they come; stops when the writer stops
+/// listening.
+async fn decode_stream(
+    mut body: floe_storage::ByteStream,
+    mut dec: Box<dyn floe_schema::decode::StreamDecoder>,
+    tx: tokio::sync::mpsc::Sender<Step>,
+) {
+    let mut bytes = 0u64;
+    while let Some(chunk) = body.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = tx.send(Step::Failed(ObjectFailure::from_error(e))).await;
+                return;
+            }
+        };
+        bytes += chunk.len() as u64;
+        if let Err(e) = dec.push(&chunk) {
+            let _ = tx.send(Step::Failed(ObjectFailure::Unreadable(e))).await;
+            return;
+        }
+        if tx.send(Step::Read(bytes)).await.is_err()
+            || tx.send(Step::Decoded(dec.take())).await.is_err()
+        {
+            return;
+        }
+    }
+    let last = match dec.finish() {
+        Ok(()) => Step::Decoded(dec.take()),
+        Err(e) => Step::Failed(ObjectFailure::Unreadable(e)),
+    };
+    let _ = tx.send(last).await;
 }
 
 async fn drain(
