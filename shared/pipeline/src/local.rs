@@ -62,7 +62,8 @@ impl Pipeline {
         for prefix in prefixes {
             let mut token = None;
             loop {
-                let page = store.list(prefix, token.as_deref(), 1000).await?;
+                // A local listing walks the whole folder per page: ask for everything at once.
+                let page = store.list(prefix, token.as_deref(), usize::MAX).await?;
                 for meta in page.objects {
                     let seen = known.remove(&meta.key);
                     let landed = seen.as_ref().is_some_and(|r| {

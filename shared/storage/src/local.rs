@@ -144,7 +144,7 @@ impl ObjectStore for LocalStore {
             Some(t) => all.partition_point(|m| m.key.as_str() <= t),
             None => 0,
         };
-        let end = (start + max_keys.max(1)).min(all.len());
+        let end = start.saturating_add(max_keys.max(1)).min(all.len());
         let objects = all[start..end].to_vec();
         let next_token = (end < all.len())
             .then(|| objects.last().map(|m| m.key.clone()))
