@@ -196,7 +196,7 @@ mod tests {
                 "logs/2025/01/app.csv",
                 Some((1, "my_bucket.01")),
             ),
-            ("b", "logs/app.csv", None),
+            ("b", "logs/app.csv", Some((1, "b.logs"))),
             ("only", "a/z", Some((2, "meta.a_x"))),
             ("other", "a/z", None),
         ];
