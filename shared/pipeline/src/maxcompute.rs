@@ -26,6 +26,11 @@
 //!  commit/T/C := done, batches marked (common path); staging-only files deleted
 //! ```
 //!
+//! One block per row group rather than per file (as DESIGN.md sketched): a block is built in
+//! memory before its PUT, and a staged file may be 128 MiB of zstd Parquet, many times that as
+//! tunnel records; a row group (`ingest.row-group-rows`) bounds it. Ids stay derived from
+//! position: the row groups of the commit's files, counted in commit order.
+//!
 //! Determinism is what makes a retry safe: the files of a commit and their order are in its
 //! record, so block `n` always holds the same rows, a rewritten block replaces the one the server
 //! may already have, and the rows MaxCompute cannot take are found again. Those are set aside
