@@ -45,6 +45,12 @@ name = "orders"
 prefix = "orders/"
 table = "demo.orders"
 
+# To land a route in MaxCompute as well, add `targets = ["iceberg", "maxcompute"]` to it and:
+# [maxcompute]
+# endpoint = "https://service.cn-hangzhou.maxcompute.aliyun.com/api"
+# project = "my_project"
+# table_name = "${table_name}"   # credentials: ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET
+
 # Everything else: one metadata row per object change (the OSS CDC connector's fixed schema).
 [[routes]]
 name = "objects"
@@ -179,6 +185,9 @@ pub async fn demo(args: DemoArgs) -> Result<ExitCode> {
         dir.display(),
         config_path.display(),
         config_path.display()
+    );
+    println!(
+        "to land them in MaxCompute too: add a [maxcompute] section (endpoint, project, table_name; credentials from ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET) and `targets = [\"iceberg\", \"maxcompute\"]` to a route; see the README."
     );
     Ok(ExitCode::SUCCESS)
 }

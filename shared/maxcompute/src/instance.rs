@@ -213,6 +213,15 @@ impl MaxComputeClient {
     ) -> Result<SqlOutput> {
         let id = self.submit_sql(sql, settings).await?;
         tracing::debug!(instance = %id, sql = %first_line(sql), "maxcompute sql submitted");
+        self.wait_sql(&id, sql).await
+    }
+
+    /// Wait for submitted instance `id` (running `sql`, named in errors) to finish, then fail
+    /// with its task's error unless every task succeeded. A caller that must not run a
+    /// statement twice keeps the id of [`MaxComputeClient::submit_sql`] and, after a restart,
+    /// waits here instead of submitting again.
+    pub async fn wait_sql(&self, id: &str, sql: &str) -> Result<SqlOutput> {
+        let id = id.to_owned();
         let started = tokio::time::Instant::now();
         let mut delay = self.sql_poll_interval;
         while self.instance_status(&id).await? != InstanceStatus::Terminated {

@@ -57,8 +57,8 @@ pub use meta::{PartitionColumn, TableId, TableMeta};
 pub use partition::PartitionSpec;
 pub use rows::{BatchConverter, Converted, RowError};
 pub use save_mode::{
-    DataSaveMode, SaveModeTarget, SchemaOutcome, SchemaSaveMode, apply_data_save_mode,
-    apply_schema_save_mode,
+    DataSaveMode, SaveModeStatement, SaveModeTarget, SchemaOutcome, SchemaSaveMode,
+    apply_data_save_mode, apply_schema_save_mode, data_save_mode_statement,
 };
 pub use session::{Resumed, SessionKind, SessionRecord, resume, resume_with};
 pub use sink::{MaxComputeSink, TargetTable};

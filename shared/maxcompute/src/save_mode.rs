@@ -166,6 +166,53 @@ pub async fn apply_schema_save_mode(
     }
 }
 
+/// A statement a data save mode runs, with its task settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SaveModeStatement {
+    /// The SQL.
+    pub sql: String,
+    /// Task settings (the table's schema, when not the default one).
+    pub settings: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The statement `mode` runs to change the target's data: `DROP_DATA`'s `TRUNCATE` (none when
+/// its partition does not exist) and `CUSTOM_PROCESSING`'s `custom_sql`; `None` for the modes
+/// that change nothing. A committer that must not run it twice after a crash submits it itself
+/// ([`MaxComputeClient::submit_sql`]), keeps the instance id, and waits on that id
+/// ([`MaxComputeClient::wait_sql`]) instead of submitting again.
+pub async fn data_save_mode_statement(
+    client: &MaxComputeClient,
+    mode: DataSaveMode,
+    custom_sql: Option<&str>,
+    table: &TableId,
+    partition: Option<&PartitionSpec>,
+) -> Result<Option<SaveModeStatement>> {
+    let sql = match mode {
+        DataSaveMode::AppendData | DataSaveMode::ErrorWhenDataExists => return Ok(None),
+        DataSaveMode::DropData => {
+            if let Some(p) = partition
+                && !client.partition_exists(table, p).await?
+            {
+                return Ok(None);
+            }
+            sql::truncate(table, partition)
+        }
+        DataSaveMode::CustomProcessing => custom_sql
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| {
+                Error::config(
+                    "custom_sql",
+                    "is required when data_save_mode = CUSTOM_PROCESSING",
+                )
+            })?
+            .to_owned(),
+    };
+    Ok(Some(SaveModeStatement {
+        sql,
+        settings: settings(table),
+    }))
+}
+
 /// Apply `mode` to the target's data; `custom_sql` is run for `CUSTOM_PROCESSING`.
 pub async fn apply_data_save_mode(
     client: &MaxComputeClient,
@@ -175,23 +222,11 @@ pub async fn apply_data_save_mode(
     partition: Option<&PartitionSpec>,
 ) -> Result<()> {
     match mode {
-        DataSaveMode::AppendData => Ok(()),
-        DataSaveMode::DropData => {
-            if let Some(p) = partition
-                && !client.partition_exists(table, p).await?
-            {
-                return Ok(());
+        DataSaveMode::AppendData | DataSaveMode::DropData | DataSaveMode::CustomProcessing => {
+            match data_save_mode_statement(client, mode, custom_sql, table, partition).await? {
+                Some(s) => client.run_sql_with(&s.sql, &s.settings).await.map(drop),
+                None => Ok(()),
             }
-            run(client, table, &sql::truncate(table, partition)).await
-        }
-        DataSaveMode::CustomProcessing => {
-            let statement = custom_sql.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
-                Error::config(
-                    "custom_sql",
-                    "is required when data_save_mode = CUSTOM_PROCESSING",
-                )
-            })?;
-            run(client, table, statement).await
         }
         DataSaveMode::ErrorWhenDataExists => {
             if let Some(p) = partition

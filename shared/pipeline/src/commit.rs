@@ -16,7 +16,7 @@ use crate::keys::{
     commit_prefix, done_key, lease_key,
 };
 use crate::pipeline::Pipeline;
-use crate::target::iceberg_table;
+use crate::target::{iceberg_table, is_maxcompute};
 
 /// One target's commit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,6 +199,7 @@ impl Pipeline {
             state: CommitState::Pending,
             created_ms: now_ms(),
             snapshot_id: None,
+            session: None,
         };
         let key = format!("{}{commit_id}", commit_prefix(target));
         let version = self
@@ -222,10 +223,6 @@ impl Pipeline {
         recovered: bool,
     ) -> Result<TargetCommit> {
         let target = rec.target.clone();
-        let table_name = iceberg_table(&target)
-            .ok_or_else(|| Error::unexpected(format!("target {target} is not an iceberg table")))?
-            .to_owned();
-        let ident = parse_ident(&table_name)?;
         let mut batches = Vec::new();
         for id in &rec.batches {
             if let Some((b, v)) = self
@@ -246,39 +243,57 @@ impl Pipeline {
             .sum();
 
         if rec.state == CommitState::Pending {
-            let table = load_table(self.catalog.as_ref(), &ident)
-                .await?
-                .ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::NotFound,
-                        format!("table {table_name} does not exist"),
-                    )
-                })?;
-            let snapshot = if let Some(s) = find_commit(&table, &rec.id) {
-                Some(s)
-            } else if files == 0 {
+            let snapshot = if is_maxcompute(&target) {
+                // The session is committed (or found committed) in there; see `maxcompute`.
+                self.commit_maxcompute(key, &mut rec, &mut version, &batches)
+                    .await?;
                 None
             } else {
-                let mut data_files = Vec::with_capacity(files);
-                for (b, _) in &batches {
-                    for f in &b.targets[&target].files {
-                        data_files.push(f.to_data_file(&table)?);
+                let table_name = iceberg_table(&target)
+                    .ok_or_else(|| {
+                        Error::unexpected(format!("target {target} is not an iceberg table"))
+                    })?
+                    .to_owned();
+                let ident = parse_ident(&table_name)?;
+                let table = load_table(self.catalog.as_ref(), &ident)
+                    .await?
+                    .ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::NotFound,
+                            format!("table {table_name} does not exist"),
+                        )
+                    })?;
+                let snapshot = if let Some(s) = find_commit(&table, &rec.id) {
+                    Some(s)
+                } else if files == 0 {
+                    None
+                } else {
+                    let mut data_files = Vec::with_capacity(files);
+                    for (b, _) in &batches {
+                        for f in &b.targets[&target].files {
+                            data_files.push(f.to_data_file(&table)?);
+                        }
                     }
-                }
-                let checkpoint = serde_json::json!({"batches": rec.batches, "rows": rows});
-                let req = AppendRequest {
-                    table: ident.clone(),
-                    files: data_files,
-                    commit_id: rec.id.clone(),
-                    summary: HashMap::from([(CHECKPOINT_PROP.to_owned(), checkpoint.to_string())]),
-                    deadline: Instant::now() + Duration::from_millis(self.config.commit.timeout_ms),
+                    let checkpoint = serde_json::json!({"batches": rec.batches, "rows": rows});
+                    let req = AppendRequest {
+                        table: ident.clone(),
+                        files: data_files,
+                        commit_id: rec.id.clone(),
+                        summary: HashMap::from([(
+                            CHECKPOINT_PROP.to_owned(),
+                            checkpoint.to_string(),
+                        )]),
+                        deadline: Instant::now()
+                            + Duration::from_millis(self.config.commit.timeout_ms),
+                    };
+                    match append_exactly_once(self.catalog.as_ref(), &req).await? {
+                        AppendOutcome::Committed { snapshot_id }
+                        | AppendOutcome::AlreadyCommitted { snapshot_id } => Some(snapshot_id),
+                    }
                 };
-                match append_exactly_once(self.catalog.as_ref(), &req).await? {
-                    AppendOutcome::Committed { snapshot_id }
-                    | AppendOutcome::AlreadyCommitted { snapshot_id } => Some(snapshot_id),
-                }
+                self.faults.hit("commit.after-append");
+                snapshot
             };
-            self.faults.hit("commit.after-append");
             rec.state = CommitState::Done;
             rec.snapshot_id = snapshot;
             version = self
@@ -294,6 +309,9 @@ impl Pipeline {
             self.faults.hit("commit.after-done");
         }
 
+        if is_maxcompute(&target) {
+            self.drop_staging_files(&target, &batches).await;
+        }
         // Mark the batches; a batch every target has committed becomes a done record.
         for (mut b, mut v) in batches {
             loop {

@@ -61,6 +61,13 @@ impl DeadLetterWriter {
         }
     }
 
+    /// The same writer filing under `day` (`YYYY-MM-DD`) rather than today, so that writing
+    /// the same letters again after a crash replaces the same object.
+    pub fn on_day(mut self, day: String) -> Self {
+        self.day = day;
+        self
+    }
+
     /// Dead letters written (or buffered) so far.
     pub fn count(&self) -> u64 {
         self.count

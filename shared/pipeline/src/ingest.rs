@@ -94,12 +94,21 @@ struct Claimed {
     prev: Option<(ObjRecord, Version)>,
     route: usize,
     table: String,
+    /// The MaxCompute table name, when the route has a MaxCompute target.
+    maxcompute: Option<String>,
 }
 
-/// Per-table state while a batch runs.
+/// Per-table state while a batch runs (one per table and MaxCompute target: rows bound for
+/// different targets never share a file).
 struct Slot {
     table: Table,
     writer: TableWriter,
+    /// The table, `namespace.table`.
+    table_name: String,
+    /// The route whose rows it holds.
+    route: usize,
+    /// The MaxCompute table name, when the route has one.
+    maxcompute: Option<String>,
 }
 
 impl Pipeline {
@@ -248,6 +257,7 @@ impl Pipeline {
                         prev,
                         route: r.route,
                         table: r.table.clone(),
+                        maxcompute: r.maxcompute.clone(),
                     });
                 }
                 None => slow.push(j),
@@ -264,6 +274,7 @@ impl Pipeline {
                     prev,
                     route: r.route,
                     table: r.table.clone(),
+                    maxcompute: r.maxcompute.clone(),
                 }),
                 Ok(Err(outcome)) => outcomes[*i] = Some(outcome),
                 Err(e) => outcomes[*i] = Some(Outcome::Failed(e)),
@@ -310,24 +321,33 @@ impl Pipeline {
 
         // Close the files.
         let mut targets = BTreeMap::new();
-        for (table_name, slot) in slots {
+        for (_, slot) in slots {
+            let arrow = slot.writer.arrow_schema().clone();
             let files = slot.writer.close().await?;
             let staged = files
                 .into_iter()
                 .map(|f| StagedFile::new(&slot.table, f))
                 .collect::<Result<Vec<_>>>()?;
             report.files += staged.len();
-            let rows = staged.iter().map(|s| s.rows).sum();
-            let bytes = staged.iter().map(|s| s.bytes).sum();
-            targets.insert(
-                iceberg_target(&self.catalog_name, &table_name),
-                TargetFiles {
-                    table: table_name,
-                    files: staged,
-                    rows,
-                    bytes,
-                },
-            );
+            if self.router.config(slot.route).targets.iceberg {
+                add_files(
+                    &mut targets,
+                    iceberg_target(&self.catalog_name, &slot.table_name),
+                    &slot.table_name,
+                    &staged,
+                    None,
+                );
+            }
+            if let Some(name) = &slot.maxcompute {
+                let (target, detail) = self.maxcompute_staging(slot.route, name, &arrow)?;
+                add_files(
+                    &mut targets,
+                    target,
+                    &slot.table_name,
+                    &staged,
+                    Some(detail),
+                );
+            }
         }
         self.faults.hit("ingest.after-write");
         dead.flush().await?;
@@ -659,7 +679,8 @@ impl Pipeline {
             let _enter = span.enter();
 
             // The table (created on first use).
-            if !slots.contains_key(&c.table) {
+            let key = slot_key(c);
+            if !slots.contains_key(&key) {
                 let table = match self.table_for(&store, change, route, &c.table).await {
                     Ok(t) => t,
                     Err(f) => match self
@@ -677,13 +698,27 @@ impl Pipeline {
                 let opts = WriterOptions {
                     target_file_size_bytes: self.config.ingest.target_file_size_bytes as usize,
                     row_group_rows: self.config.ingest.row_group_rows,
-                    file_prefix: batch.to_owned(),
+                    // Writers of one table in one batch need distinct file names.
+                    file_prefix: if key == c.table {
+                        batch.to_owned()
+                    } else {
+                        format!("{batch}-{}", slots.len())
+                    },
                     ..Default::default()
                 };
                 let writer = TableWriter::new(&table, &opts).await?;
-                slots.insert(c.table.clone(), Slot { table, writer });
+                slots.insert(
+                    key.clone(),
+                    Slot {
+                        table,
+                        writer,
+                        table_name: c.table.clone(),
+                        route: c.route,
+                        maxcompute: c.maxcompute.clone(),
+                    },
+                );
             }
-            let Some(slot) = slots.get_mut(&c.table) else {
+            let Some(slot) = slots.get_mut(&key) else {
                 continue;
             };
 
@@ -692,9 +727,7 @@ impl Pipeline {
                 Mode::Metadata | Mode::Content => match content_of(&store, change, route).await {
                     Ok(content) => {
                         report.bytes_read += content.as_ref().map_or(0, |c| c.len() as u64);
-                        meta.entry(c.table.clone())
-                            .or_default()
-                            .push((c.idx, content));
+                        meta.entry(key.clone()).or_default().push((c.idx, content));
                         report.rows += 1;
                     }
                     Err(f) => {
@@ -821,7 +854,7 @@ impl Pipeline {
         let definition = TableDefinition {
             schema,
             partition_by: route.partition_by.clone(),
-            properties: HashMap::new(),
+            properties: crate::maxcompute::staging_properties(route),
         };
         ensure_table(self.catalog.as_ref(), &ident, &definition)
             .await
@@ -923,6 +956,36 @@ fn letter(
         reason,
         raw,
     }
+}
+
+/// The slot of a claimed change: its table alone for an Iceberg-only route (so routes sharing a
+/// table share its files, as before MaxCompute targets existed), else table, route and
+/// MaxCompute table.
+fn slot_key(c: &Claimed) -> String {
+    match &c.maxcompute {
+        None => c.table.clone(),
+        Some(m) => format!("{}\u{1f}{}\u{1f}{m}", c.table, c.route),
+    }
+}
+
+/// Add a slot's files to a target of the batch (slots of one table share its Iceberg target).
+fn add_files(
+    targets: &mut BTreeMap<String, TargetFiles>,
+    target: String,
+    table: &str,
+    files: &[StagedFile],
+    maxcompute: Option<crate::maxcompute::StagedMaxCompute>,
+) {
+    let t = targets.entry(target).or_insert_with(|| TargetFiles {
+        table: table.to_owned(),
+        files: Vec::new(),
+        rows: 0,
+        bytes: 0,
+        maxcompute,
+    });
+    t.rows += files.iter().map(|f| f.rows).sum::<u64>();
+    t.bytes += files.iter().map(|f| f.bytes).sum::<u64>();
+    t.files.extend_from_slice(files);
 }
 
 fn finish(outcomes: Vec<Option<Outcome>>) -> Vec<Outcome> {

@@ -7,6 +7,7 @@
 //! | `done/<batch>` | [`DoneRecord`]: a batch whose every target committed it | dedupe TTL |
 //! | `commit/<target>/<commit>` | [`CommitRecord`]: a commit in flight | until its batches are marked |
 //! | `lease/<target>` | [`Lease`]: the one committer of a target | its TTL |
+//! | `setup/<target>` | [`crate::maxcompute::SetupRecord`]: a MaxCompute table's save modes ran | none |
 //! | `cursor/<source>` | source-specific position | none |
 
 use std::collections::BTreeMap;
@@ -169,6 +170,9 @@ pub struct TargetFiles {
     pub rows: u64,
     /// Bytes of them.
     pub bytes: u64,
+    /// For a MaxCompute target: the table and what its committer needs to know of the route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maxcompute: Option<crate::maxcompute::StagedMaxCompute>,
 }
 
 /// A live ingest batch.
@@ -226,6 +230,10 @@ pub struct CommitRecord {
     pub created_ms: i64,
     /// The snapshot, once known.
     pub snapshot_id: Option<i64>,
+    /// For a MaxCompute target: its tunnel session, recorded when created and again (with its
+    /// blocks) before it is committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<floe_maxcompute::SessionRecord>,
 }
 
 /// A committer's lease on a target.

@@ -6,6 +6,9 @@
 //! State lives in the checkpoint table (see [`keys`] for the layout); every write there is a
 //! compare-and-set, so any number of ingest and commit instances may run at once. Data files are
 //! written once, straight into each table's data folder; only their commit makes them visible.
+//! Every target of a batch commits the same files: Iceberg appends them, MaxCompute uploads
+//! their rows ([`maxcompute`]); a route whose only target is MaxCompute stages into a
+//! `floe_staging.*` table that is never committed to.
 //!
 //! ```text
 //!  INGEST (any number at once)                         checkpoint table
@@ -36,8 +39,18 @@
 //!  choose staged batches not committed for T (when due: interval, max files, max bytes)
 //!  write commit/T/C = pending [batches] ─────────────►  commit/T/C = pending
 //!        │  ✗8
-//!  append all their files in one snapshot, summary floe.commit-id = C
+//!  ICEBERG: append all their files in one snapshot, summary floe.commit-id = C
 //!        │  ✗9   before every retry, the table history is searched for C
+//!  MAXCOMPUTE (module maxcompute): the same staged files, uploaded
+//!        save modes, once per table ────────────────────►  setup/T (SQL instance, then done)
+//!        │  ✗M1
+//!        create a tunnel session ───────────────────────►  commit/T/C.session = {id}
+//!        │  ✗M2
+//!        one block per row group (ids by position) / upsert rows; bad rows → on-error
+//!        ─────────────────────────────────────────────────►  session.blocks, commit_requested
+//!        │  ✗M3
+//!        commit the session
+//!        │  ✗M4
 //!  commit/T/C := done (snapshot id) ─────────────────►  commit/T/C = done
 //!        │  ✗10
 //!  each batch: committed[T] = C; when every target has it:
@@ -60,8 +73,17 @@
 //! | ✗7 `commit.after-lease` | a lease held by a dead process | taken over when its TTL ends, at once by a process on the same host |
 //! | ✗8 `commit.after-record` | commit/T/C pending, table untouched | the next committer finds C pending, does not find C in the history, appends the same batches under C |
 //! | ✗9 `commit.after-append` | the snapshot exists, commit/T/C pending | the next committer finds C in the table history and does not append again |
+//! | ✗M1 `commit.mc.after-save-modes` | save modes applied, `DROP_DATA`'s / `custom_sql`'s SQL instance recorded, setup/T not done | the next committer waits for the recorded instance instead of submitting the statement again, then marks setup/T done; no session has started, so nothing landed can be dropped |
+//! | ✗M2 `commit.mc.after-session` | an open session with no blocks, its id in commit/T/C | the session is reloaded and the blocks it lacks are written (an expired one is replaced by a new session) |
+//! | ✗M3 `commit.mc.after-blocks` | every block on the server, `commit_requested` | the session is reloaded: open → committed (upsert: without sending its rows again); expired → redone with a new session; blocks keep their ids, dead letters their names |
+//! | ✗M4 `commit.mc.after-commit` | the session committed, commit/T/C pending | the reload finds it committed: nothing is sent again |
 //! | ✗10 `commit.after-done` | commit/T/C done, batches unmarked | the next committer marks the batches (they are not chosen again while C exists) |
 //! | ✗11 `commit.after-batches` | some batches marked | as ✗10 for the rest |
+//!
+//! MaxCompute never sees a file twice: a block id is the position of its row group among the
+//! commit's files, so a block rewritten after a crash replaces the one the server has; the
+//! session id is in the commit record before anything is written, and only its state (reloaded)
+//! decides what recovery does.
 //!
 //! An object is identified by bucket, key and version (eTag, version id): the same version is
 //! landed once however often it is delivered; a newer version lands as new rows; an older one
@@ -75,6 +97,7 @@ pub mod fault;
 pub mod ingest;
 pub mod keys;
 pub mod local;
+pub mod maxcompute;
 pub mod objects;
 pub mod pipeline;
 pub mod route;

@@ -80,6 +80,8 @@ pub struct Pipeline {
     pub dedupe_ttl: Option<Duration>,
     /// Progress reporting.
     pub progress: Option<Progress>,
+    /// The MaxCompute target (`[maxcompute]`), connected on first use.
+    pub maxcompute: Option<Arc<crate::maxcompute::MaxComputeTargets>>,
 }
 
 impl fmt::Debug for Pipeline {
@@ -108,6 +110,10 @@ impl Pipeline {
             Arc::new(LocalStore::new(&config.dead_letter.path, "dead-letter")?);
         let catalog = floe_iceberg::open_catalog(&config.catalog).await?;
         let router = Router::new(&config.routes)?;
+        let maxcompute = config
+            .maxcompute
+            .clone()
+            .map(|c| Arc::new(crate::maxcompute::MaxComputeTargets::new(c)));
         Ok(Pipeline {
             catalog_name: config.catalog.name.clone(),
             config: Arc::new(config),
@@ -124,6 +130,7 @@ impl Pipeline {
             },
             dedupe_ttl,
             progress: None,
+            maxcompute,
         })
     }
 }

@@ -10,7 +10,8 @@
 //! | `${table_name}` | `orders` (the first folder below the prefix, SeaTunnel's upstream table name) |
 //! | `${dir}` | `01` (the object's folder) |
 //!
-//! Values are made safe for table names: lowercase, anything but `[a-z0-9_]` becomes `_`.
+//! Values are made safe for table names: lowercase, anything but `[a-z0-9_]` becomes `_`. A
+//! route's MaxCompute `table_name` takes the same placeholders, filled with the same values.
 
 use floe_core::{Error, ObjectChange, Result};
 use globset::GlobMatcher;
@@ -30,6 +31,8 @@ pub struct Routed {
     pub route: usize,
     /// The resolved table, `namespace.table`.
     pub table: String,
+    /// The resolved MaxCompute table name, when the route has a MaxCompute target.
+    pub maxcompute: Option<String>,
 }
 
 impl Router {
@@ -83,7 +86,19 @@ impl Router {
                 continue;
             }
             let table = resolve_table(&r.table, change, prefix)?;
-            return Ok(Some(Routed { route: i, table }));
+            let maxcompute = match &r.targets.maxcompute {
+                Some(m) => Some(crate::maxcompute::resolve_table_name(
+                    &m.table_name,
+                    &resolve_table(&m.table_name, change, prefix)?,
+                    change,
+                )?),
+                None => None,
+            };
+            return Ok(Some(Routed {
+                route: i,
+                table,
+                maxcompute,
+            }));
         }
         Ok(None)
     }

@@ -11,6 +11,23 @@ pub fn iceberg_table(target: &str) -> Option<&str> {
     rest.split_once(':').map(|(_, t)| t)
 }
 
+/// The id of a MaxCompute table target:
+/// `maxcompute:<project>[.<schema>].<table>[/<partition as the tunnel writes it, ds=1,hh=2>]`.
+pub fn maxcompute_target(
+    table: &floe_maxcompute::TableId,
+    partition: Option<&floe_maxcompute::PartitionSpec>,
+) -> String {
+    match partition {
+        Some(p) => format!("maxcompute:{table}/{}", p.to_tunnel()),
+        None => format!("maxcompute:{table}"),
+    }
+}
+
+/// Whether a target id is a MaxCompute table.
+pub fn is_maxcompute(target: &str) -> bool {
+    target.starts_with("maxcompute:")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -21,5 +38,9 @@ mod tests {
         assert_eq!(t, "iceberg:floe:demo.events");
         assert_eq!(iceberg_table(&t), Some("demo.events"));
         assert_eq!(iceberg_table("maxcompute:p.t"), None);
+        let t = floe_maxcompute::TableId::new("p", "t");
+        let ds: floe_maxcompute::PartitionSpec = "ds='1',hh=2".parse().unwrap();
+        assert_eq!(maxcompute_target(&t, Some(&ds)), "maxcompute:p.t/ds=1,hh=2");
+        assert!(is_maxcompute(&maxcompute_target(&t, None)));
     }
 }

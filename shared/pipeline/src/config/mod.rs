@@ -25,23 +25,27 @@
 //! schema = "events.schema.json"
 //! partition-by = ["day(ts)"]
 //! on-error = "dead-letter"    # fail | skip | dead-letter
+//! targets = ["iceberg"]       # and/or "maxcompute" (section [maxcompute], see `maxcompute`)
 //! ```
 //!
 //! Every option is documented on its field below with its default. Unknown options are errors
 //! that name the option; so are values out of range.
 
 mod load;
+pub mod maxcompute;
 mod opts;
 
 use std::path::{Path, PathBuf};
 
 use floe_core::{Error, Result};
 use floe_iceberg::CatalogConfig;
+use floe_maxcompute::MaxComputeSinkConfig;
 use floe_schema::TableSchema;
 use floe_schema::decode::{CsvOptions, Format};
 use floe_schema::partition::PartitionField;
 
 pub use load::{RawConfig, parse};
+pub use maxcompute::{RouteMaxCompute, RouteTargets, RowKinds};
 pub use opts::Opts;
 
 /// The whole configuration.
@@ -63,6 +67,8 @@ pub struct FloeConfig {
     pub dead_letter: DeadLetterConfig,
     /// Routes, tried in order; the first that matches an object takes it.
     pub routes: Vec<RouteConfig>,
+    /// `[maxcompute]`: the MaxCompute target's options (see [`maxcompute`]).
+    pub maxcompute: Option<MaxComputeSinkConfig>,
 }
 
 /// `[source]`.
@@ -193,6 +199,8 @@ pub struct RouteConfig {
     pub content_max_bytes: u64,
     /// `infer.max-records`: records sampled to infer a schema (default 1000).
     pub infer_max_records: usize,
+    /// `targets` and `maxcompute.*`: where the route's rows land (default Iceberg only).
+    pub targets: RouteTargets,
 }
 
 impl FloeConfig {
@@ -223,6 +231,7 @@ impl FloeConfig {
                 "commit",
                 "ingest",
                 "dead-letter",
+                "maxcompute",
             ]
             .contains(&name.as_str())
             {
@@ -354,6 +363,17 @@ impl FloeConfig {
         };
         o.finish()?;
 
+        // [maxcompute]
+        let maxcompute = match raw.sections.get("maxcompute") {
+            Some(s) => {
+                let o = Opts::new("maxcompute", s);
+                let config = maxcompute::section(&o)?;
+                o.finish()?;
+                Some(config)
+            }
+            None => None,
+        };
+
         // [[routes]]
         if raw.routes.is_empty() {
             return Err(Error::config(
@@ -365,7 +385,7 @@ impl FloeConfig {
             .routes
             .iter()
             .enumerate()
-            .map(|(i, r)| route(i, r, base))
+            .map(|(i, r)| route(i, r, base, maxcompute.as_ref()))
             .collect::<Result<Vec<_>>>()?;
 
         Ok(FloeConfig {
@@ -377,11 +397,17 @@ impl FloeConfig {
             ingest,
             dead_letter,
             routes,
+            maxcompute,
         })
     }
 }
 
-fn route(i: usize, map: &load::Section, base: &Path) -> Result<RouteConfig> {
+fn route(
+    i: usize,
+    map: &load::Section,
+    base: &Path,
+    mc: Option<&MaxComputeSinkConfig>,
+) -> Result<RouteConfig> {
     let o = Opts::new(format!("routes[{i}]"), map);
     let mode = match o.string("mode")?.as_deref().unwrap_or("records") {
         "records" => Mode::Records,
@@ -470,7 +496,11 @@ fn route(i: usize, map: &load::Section, base: &Path) -> Result<RouteConfig> {
     if let Some(g) = &glob {
         globset::Glob::new(g).map_err(|e| o.err("glob", e))?;
     }
-    let table = o.required("table")?;
+    let targets = maxcompute::route_targets(&o, mode, columns.as_deref(), mc)?;
+    let table = match o.string("table")? {
+        Some(t) => t,
+        None => maxcompute::default_table(&o, &targets)?,
+    };
     let parts: Vec<&str> = table.split('.').collect();
     if parts.len() < 2 || parts.iter().any(|p| p.trim().is_empty()) {
         return Err(o.err("table", format!("`{table}` is not `namespace.table`")));
@@ -491,6 +521,7 @@ fn route(i: usize, map: &load::Section, base: &Path) -> Result<RouteConfig> {
         on_error,
         content_max_bytes: o.u64_in("content.max-bytes", 16 << 20, 0..=1 << 30)?,
         infer_max_records: o.u64_in("infer.max-records", 1000, 1..=1_000_000)? as usize,
+        targets,
     };
     o.finish()?;
     Ok(r)
