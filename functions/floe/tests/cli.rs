@@ -143,3 +143,58 @@ fn content_mode_tables_list_and_show() {
 fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
 }
+
+#[test]
+fn schema_evolution_adds_optional_columns_for_new_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        &root.join("bucket/a/1.ndjson"),
+        "{\"id\": 1, \"name\": \"one\"}\n",
+    );
+    write(
+        &root.join("bucket/a/2.ndjson"),
+        "{\"id\": 2, \"name\": \"two\", \"score\": 2.5, \"tags\": [\"x\"]}\n",
+    );
+    write(
+        &root.join("bucket/b/1.ndjson"),
+        "{\"id\": 3, \"name\": \"three\", \"dropped\": true}\n",
+    );
+    write(
+        &root.join("floe.toml"),
+        "[source]\nfolder = \"bucket\"\n\
+         [[routes]]\nprefix = \"a/\"\ntable = \"t.evolving\"\nschema.evolution = true\n\
+         [[routes]]\nprefix = \"b/\"\ntable = \"t.fixed\"\nschema = '{\"fields\":[{\"name\":\"id\",\"type\":\"long\"},{\"name\":\"name\",\"type\":\"string\"}]}'\n",
+    );
+    let config = root.join("floe.toml");
+    let (code, out, err) = floe(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = root.canonicalize().unwrap();
+    let tables = floe_testbed::pyiceberg::read_sql_tables(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        &["t.evolving", "t.fixed"],
+    );
+    let evolving = &tables["t.evolving"];
+    assert_eq!(
+        evolving["columns"],
+        serde_json::json!(["id", "name", "score", "tags"])
+    );
+    let rows = evolving["rows"].as_array().unwrap();
+    let one = rows.iter().find(|r| r["id"] == 1).unwrap();
+    assert_eq!(
+        one["score"],
+        serde_json::Value::Null,
+        "older rows read the new column as null"
+    );
+    let two = rows.iter().find(|r| r["id"] == 2).unwrap();
+    assert_eq!(two["score"], 2.5);
+    assert_eq!(two["tags"], serde_json::json!(["x"]));
+    // Without evolution, fields the table lacks are ignored.
+    assert_eq!(
+        tables["t.fixed"]["columns"],
+        serde_json::json!(["id", "name"])
+    );
+    assert_eq!(tables["t.fixed"]["count"], 1);
+}

@@ -120,12 +120,9 @@ impl CatalogConfig {
 
     /// The SQLite database file of a `sql` catalog.
     pub fn sqlite_path(&self) -> Result<PathBuf> {
-        let uri = self.props.get("uri").ok_or_else(|| {
-            Error::config(
-                "iceberg.catalog.uri",
-                "a sql catalog needs the sqlite database path",
-            )
-        })?;
+        // The embedded default: `catalog.db` beside the configuration.
+        let default_uri = "catalog.db".to_owned();
+        let uri = self.props.get("uri").unwrap_or(&default_uri);
         let path = uri
             .strip_prefix("sqlite:///")
             .map(|p| {
@@ -151,12 +148,9 @@ impl CatalogConfig {
 
     /// The warehouse as a `file://` URL (sql catalog).
     pub fn local_warehouse(&self) -> Result<String> {
-        let w = self.props.get("warehouse").ok_or_else(|| {
-            Error::config(
-                "iceberg.catalog.warehouse",
-                "a sql catalog needs a warehouse folder",
-            )
-        })?;
+        // The embedded default: `warehouse/` beside the configuration.
+        let default_warehouse = "warehouse".to_owned();
+        let w = self.props.get("warehouse").unwrap_or(&default_warehouse);
         if w.contains("://") && !w.starts_with("file://") {
             // Object-store warehouses are for the REST and S3 Tables catalogs.
             return Err(Error::config(

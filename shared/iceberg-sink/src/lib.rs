@@ -22,5 +22,7 @@ pub use commit::{
     AppendOutcome, AppendRequest, CHECKPOINT_PROP, COMMIT_ID_PROP, append_exactly_once, find_commit,
 };
 pub use staged::StagedFile;
-pub use table::{TableDefinition, ensure_table, load_table, parse_ident};
+pub use table::{
+    TableDefinition, add_missing_columns, ensure_table, load_table, missing_fields, parse_ident,
+};
 pub use writer::{TableWriter, WriterOptions, arrow_schema};

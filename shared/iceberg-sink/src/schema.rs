@@ -45,6 +45,13 @@ pub fn to_iceberg_schema(schema: &TableSchema) -> Result<Schema> {
         })
 }
 
+/// An Iceberg type for a new column (field ids inside are placeholders: adding a column assigns
+/// fresh ones).
+pub fn to_iceberg_type(t: &IcebergType) -> Type {
+    let mut next = 1;
+    ty(t, &mut next)
+}
+
 fn take(next: &mut i32, declared: Option<i32>) -> i32 {
     match declared {
         Some(id) => id,

@@ -9,7 +9,7 @@ use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 
 use crate::catalog::from_iceberg;
-use crate::schema::{to_iceberg_schema, to_partition_spec};
+use crate::schema::{to_iceberg_schema, to_iceberg_type, to_partition_spec};
 
 /// Table properties floe sets on tables it creates.
 pub fn default_table_properties() -> HashMap<String, String> {
@@ -107,4 +107,77 @@ pub async fn ensure_table(
         }
         Err(e) => Err(from_iceberg(e).while_doing(format!("failed to create table {ident}"))),
     }
+}
+
+/// The fields of `wanted` the table's current schema lacks (top level, names compared
+/// case-insensitively).
+pub fn missing_fields<'a>(
+    table: &Table,
+    wanted: &'a [floe_schema::Field],
+) -> Vec<&'a floe_schema::Field> {
+    let schema = table.metadata().current_schema();
+    wanted
+        .iter()
+        .filter(|f| {
+            !schema
+                .as_struct()
+                .fields()
+                .iter()
+                .any(|have| have.name.eq_ignore_ascii_case(&f.name))
+        })
+        .collect()
+}
+
+/// Add each of `fields` the table lacks as an optional column (schema evolution), retrying when
+/// another writer changed the table meanwhile. Returns the table as it is afterwards.
+pub async fn add_missing_columns(
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+    fields: &[floe_schema::Field],
+) -> Result<Table> {
+    use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
+    for attempt in 0..10u32 {
+        let table = load_table(catalog, ident).await?.ok_or_else(|| {
+            Error::new(ErrorKind::NotFound, format!("table {ident} does not exist"))
+        })?;
+        let missing = missing_fields(&table, fields);
+        if missing.is_empty() {
+            return Ok(table);
+        }
+        let tx = Transaction::new(&table);
+        let mut action = tx.update_schema();
+        for f in &missing {
+            let mut column = AddColumn::optional(&f.name, to_iceberg_type(&f.ty));
+            if let Some(doc) = &f.doc {
+                column = AddColumn::builder()
+                    .name(f.name.clone())
+                    .field_type(to_iceberg_type(&f.ty))
+                    .doc(doc.clone())
+                    .build();
+            }
+            action = action.add_column(column);
+        }
+        let tx = action.apply(tx).map_err(from_iceberg)?;
+        match tx.commit(catalog).await {
+            Ok(t) => {
+                let names: Vec<&str> = missing.iter().map(|f| f.name.as_str()).collect();
+                tracing::info!(table = %ident, columns = ?names, "schema evolved");
+                return Ok(t);
+            }
+            Err(e) => {
+                let e = from_iceberg(e);
+                if !e.is_retryable() && e.kind() != ErrorKind::Conflict {
+                    return Err(e.while_doing(format!("failed to add columns to {ident}")));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(
+                    50 * u64::from(attempt + 1),
+                ))
+                .await;
+            }
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Conflict,
+        format!("gave up adding columns to {ident}: the table kept changing"),
+    ))
 }

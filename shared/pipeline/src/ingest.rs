@@ -8,7 +8,8 @@ use std::time::Duration;
 use floe_checkpoint::{StoreExt, Version, Write, encode, now_ms};
 use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
 use floe_iceberg::{
-    StagedFile, TableDefinition, TableWriter, WriterOptions, ensure_table, parse_ident,
+    StagedFile, TableDefinition, TableWriter, WriterOptions, add_missing_columns, ensure_table,
+    missing_fields, parse_ident,
 };
 use floe_schema::cdc::MetaRow;
 use floe_schema::decode::BadRecord;
@@ -21,7 +22,9 @@ use crate::keys::{
     BatchRecord, BatchState, DoneRecord, ObjRecord, ObjState, TargetFiles, batch_key, done_key,
     obj_key,
 };
-use crate::objects::{ObjectFailure, content_of, metadata_rows, read_records, table_schema_for};
+use crate::objects::{
+    ObjectFailure, content_of, infer_object_schema, metadata_rows, read_records, table_schema_for,
+};
 use crate::pipeline::{Pipeline, ProgressEvent};
 use crate::target::iceberg_target;
 
@@ -109,6 +112,13 @@ struct Slot {
     route: usize,
     /// The MaxCompute table name, when the route has one.
     maxcompute: Option<String>,
+    /// Files already closed, written with an earlier schema of the table (schema evolution
+    /// closes the writer before adding columns).
+    closed: Vec<StagedFile>,
+    /// Data file name prefix of this slot's writers.
+    prefix: String,
+    /// How many times the writer was replaced.
+    generation: u32,
 }
 
 impl Pipeline {
@@ -324,10 +334,10 @@ impl Pipeline {
         for (_, slot) in slots {
             let arrow = slot.writer.arrow_schema().clone();
             let files = slot.writer.close().await?;
-            let staged = files
-                .into_iter()
-                .map(|f| StagedFile::new(&slot.table, f))
-                .collect::<Result<Vec<_>>>()?;
+            let mut staged = slot.closed;
+            for f in files {
+                staged.push(StagedFile::new(&slot.table, f)?);
+            }
             report.files += staged.len();
             if self.router.config(slot.route).targets.iceberg {
                 add_files(
@@ -695,18 +705,13 @@ impl Pipeline {
                         }
                     },
                 };
-                let opts = WriterOptions {
-                    target_file_size_bytes: self.config.ingest.target_file_size_bytes as usize,
-                    row_group_rows: self.config.ingest.row_group_rows,
-                    // Writers of one table in one batch need distinct file names.
-                    file_prefix: if key == c.table {
-                        batch.to_owned()
-                    } else {
-                        format!("{batch}-{}", slots.len())
-                    },
-                    ..Default::default()
+                // Writers of one table in one batch need distinct file names.
+                let prefix = if key == c.table {
+                    batch.to_owned()
+                } else {
+                    format!("{batch}-{}", slots.len())
                 };
-                let writer = TableWriter::new(&table, &opts).await?;
+                let writer = TableWriter::new(&table, &self.writer_options(&prefix)).await?;
                 slots.insert(
                     key.clone(),
                     Slot {
@@ -715,6 +720,9 @@ impl Pipeline {
                         table_name: c.table.clone(),
                         route: c.route,
                         maxcompute: c.maxcompute.clone(),
+                        closed: Vec::new(),
+                        prefix,
+                        generation: 0,
                     },
                 );
             }
@@ -741,6 +749,18 @@ impl Pipeline {
                     }
                 },
                 Mode::Records => {
+                    if route.evolve
+                        && let Err(f) = self.evolve(slot, &store, change, route).await
+                    {
+                        if let Some(outcome) = self
+                            .object_failed(f, route, change, &url, batch, dead)
+                            .await?
+                        {
+                            return Ok(WriteResult::GiveBack(pos, outcome));
+                        }
+                        outcomes[c.idx] = Some(Outcome::DeadLettered("unreadable object".into()));
+                        continue;
+                    }
                     let mut letters = Vec::new();
                     let policy = route.on_error;
                     let mut on_bad = |bad: BadRecord| -> std::result::Result<(), BadRecord> {
@@ -833,6 +853,55 @@ impl Pipeline {
             slot.writer.write(batch_rows).await?;
         }
         Ok(WriteResult::Done(slots))
+    }
+
+    fn writer_options(&self, prefix: &str) -> WriterOptions {
+        WriterOptions {
+            target_file_size_bytes: self.config.ingest.target_file_size_bytes as usize,
+            row_group_rows: self.config.ingest.row_group_rows,
+            file_prefix: prefix.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    /// Schema evolution: add the top-level fields this object brings that the table lacks, as
+    /// optional columns. The slot's writer is closed first (its files keep the schema they were
+    /// written with) and a new one opened on the evolved table.
+    async fn evolve(
+        &self,
+        slot: &mut Slot,
+        store: &Arc<dyn floe_storage::ObjectStore>,
+        change: &ObjectChange,
+        route: &crate::config::RouteConfig,
+    ) -> std::result::Result<(), ObjectFailure> {
+        let sample = infer_object_schema(store, change, route).await?;
+        let missing: Vec<floe_schema::Field> = missing_fields(&slot.table, &sample.fields)
+            .into_iter()
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let ident = parse_ident(&slot.table_name).map_err(ObjectFailure::Unreadable)?;
+        let table = add_missing_columns(self.catalog.as_ref(), &ident, &missing)
+            .await
+            .map_err(ObjectFailure::from_error)?;
+        slot.generation += 1;
+        let prefix = format!("{}-s{}", slot.prefix, slot.generation);
+        let writer = TableWriter::new(&table, &self.writer_options(&prefix))
+            .await
+            .map_err(ObjectFailure::from_error)?;
+        let old_writer = std::mem::replace(&mut slot.writer, writer);
+        let old_table = std::mem::replace(&mut slot.table, table);
+        for f in old_writer
+            .close()
+            .await
+            .map_err(ObjectFailure::from_error)?
+        {
+            slot.closed
+                .push(StagedFile::new(&old_table, f).map_err(ObjectFailure::from_error)?);
+        }
+        Ok(())
     }
 
     /// The table a route writes for this object, created if missing.

@@ -253,70 +253,74 @@ pub async fn table_schema_for(
         Mode::Content => {
             metadata_schema(route.columns.as_deref(), true).map_err(ObjectFailure::Unreadable)
         }
-        Mode::Records => {
-            let got = store
-                .get(&change.key)
-                .await
-                .map_err(ObjectFailure::from_error)?;
-            let (format, compression) = object_format(
-                change,
-                route,
-                got.meta.content_type.as_deref(),
-                got.meta.content_encoding.as_deref(),
-            )
-            .map_err(ObjectFailure::Unreadable)?;
-            if format == Format::Parquet {
-                drop(got);
-                let file = parquet_file(store, &change.key).await?;
-                let builder =
-                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-                        .map_err(|e| {
-                            ObjectFailure::Unreadable(
-                                Error::invalid_input("not a readable parquet file").with_source(e),
-                            )
-                        })?;
-                let mut schema =
-                    arrow_to_iceberg(builder.schema()).map_err(ObjectFailure::Unreadable)?;
-                for f in &mut schema.fields {
-                    f.required = false;
-                }
-                return Ok(schema);
-            }
-            // Sample the first MiB (decompressed).
-            const SAMPLE: usize = 1 << 20;
-            let mut raw = Vec::new();
-            let mut body = got.body;
-            let mut complete = true;
-            while let Some(chunk) = body.next().await {
-                raw.extend_from_slice(&chunk.map_err(ObjectFailure::from_error)?);
-                if raw.len() >= SAMPLE {
-                    complete = false;
-                    break;
-                }
-            }
-            let sample = match compression {
-                Compression::None => raw,
-                Compression::Gzip => read_some(
-                    flate2::read::MultiGzDecoder::new(&raw[..]),
-                    SAMPLE,
-                    &mut complete,
-                ),
-                Compression::Zstd => match zstd::stream::read::Decoder::new(&raw[..]) {
-                    Ok(d) => read_some(d, SAMPLE, &mut complete),
-                    Err(e) => {
-                        return Err(ObjectFailure::Unreadable(
-                            Error::invalid_input("corrupt zstd stream").with_source(e),
-                        ));
-                    }
-                },
-            };
-            infer_schema(&format, &sample, complete, route.infer_max_records).map_err(|e| {
+        Mode::Records => infer_object_schema(store, change, route).await,
+    }
+}
+
+/// A table schema inferred from this object: its first records (first MiB, decompressed), or
+/// its Parquet footer. Used to create a table and for schema evolution.
+pub async fn infer_object_schema(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    route: &RouteConfig,
+) -> std::result::Result<TableSchema, ObjectFailure> {
+    let got = store
+        .get(&change.key)
+        .await
+        .map_err(ObjectFailure::from_error)?;
+    let (format, compression) = object_format(
+        change,
+        route,
+        got.meta.content_type.as_deref(),
+        got.meta.content_encoding.as_deref(),
+    )
+    .map_err(ObjectFailure::Unreadable)?;
+    if format == Format::Parquet {
+        drop(got);
+        let file = parquet_file(store, &change.key).await?;
+        let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .map_err(|e| {
                 ObjectFailure::Unreadable(
-                    e.while_doing(format!("cannot create table from {}", change.key)),
+                    Error::invalid_input("not a readable parquet file").with_source(e),
                 )
-            })
+            })?;
+        let mut schema = arrow_to_iceberg(builder.schema()).map_err(ObjectFailure::Unreadable)?;
+        for f in &mut schema.fields {
+            f.required = false;
+        }
+        return Ok(schema);
+    }
+    // Sample the first MiB (decompressed).
+    const SAMPLE: usize = 1 << 20;
+    let mut raw = Vec::new();
+    let mut body = got.body;
+    let mut complete = true;
+    while let Some(chunk) = body.next().await {
+        raw.extend_from_slice(&chunk.map_err(ObjectFailure::from_error)?);
+        if raw.len() >= SAMPLE {
+            complete = false;
+            break;
         }
     }
+    let sample = match compression {
+        Compression::None => raw,
+        Compression::Gzip => read_some(
+            flate2::read::MultiGzDecoder::new(&raw[..]),
+            SAMPLE,
+            &mut complete,
+        ),
+        Compression::Zstd => match zstd::stream::read::Decoder::new(&raw[..]) {
+            Ok(d) => read_some(d, SAMPLE, &mut complete),
+            Err(e) => {
+                return Err(ObjectFailure::Unreadable(
+                    Error::invalid_input("corrupt zstd stream").with_source(e),
+                ));
+            }
+        },
+    };
+    infer_schema(&format, &sample, complete, route.infer_max_records).map_err(|e| {
+        ObjectFailure::Unreadable(e.while_doing(format!("cannot create table from {}", change.key)))
+    })
 }
 
 fn read_some(mut r: impl Read, limit: usize, complete: &mut bool) -> Vec<u8> {

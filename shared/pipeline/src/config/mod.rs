@@ -199,6 +199,11 @@ pub struct RouteConfig {
     pub content_max_bytes: u64,
     /// `infer.max-records`: records sampled to infer a schema (default 1000).
     pub infer_max_records: usize,
+    /// `schema.evolution`: add a column to the table for each new top-level field an object
+    /// brings (records mode; the new columns are optional). Default: `[iceberg]`
+    /// `tables.evolve-schema-enabled` (Kafka Connect's name), itself default false, in which case
+    /// fields the table does not have are ignored.
+    pub evolve: bool,
     /// `targets` and `maxcompute.*`: where the route's rows land (default Iceberg only).
     pub targets: RouteTargets,
 }
@@ -291,6 +296,7 @@ impl FloeConfig {
         let kc_interval = o.string("control.commit.interval-ms")?;
         let kc_timeout = o.string("control.commit.timeout-ms")?;
         let _auto_create = o.bool("tables.auto-create-enabled", true)?;
+        let evolve_default = o.bool("tables.evolve-schema-enabled", false)?;
         o.finish()?;
         let catalog = CatalogConfig::from_props(&name, props, base)?;
 
@@ -385,7 +391,7 @@ impl FloeConfig {
             .routes
             .iter()
             .enumerate()
-            .map(|(i, r)| route(i, r, base, maxcompute.as_ref()))
+            .map(|(i, r)| route(i, r, base, maxcompute.as_ref(), evolve_default))
             .collect::<Result<Vec<_>>>()?;
 
         Ok(FloeConfig {
@@ -407,6 +413,7 @@ fn route(
     map: &load::Section,
     base: &Path,
     mc: Option<&MaxComputeSinkConfig>,
+    evolve_default: bool,
 ) -> Result<RouteConfig> {
     let o = Opts::new(format!("routes[{i}]"), map);
     let mode = match o.string("mode")?.as_deref().unwrap_or("records") {
@@ -521,6 +528,7 @@ fn route(
         on_error,
         content_max_bytes: o.u64_in("content.max-bytes", 16 << 20, 0..=1 << 30)?,
         infer_max_records: o.u64_in("infer.max-records", 1000, 1..=1_000_000)? as usize,
+        evolve: o.bool("schema.evolution", evolve_default)?,
         targets,
     };
     o.finish()?;
