@@ -225,7 +225,10 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
     );
     let raw_out = root.join("runs/raw.parquet");
     let mut cmd = Command::new(&exe);
-    cmd.arg("bench-raw").arg(&big).arg(&raw_out).env("FLOE_PEAK_RSS", "1");
+    cmd.arg("bench-raw")
+        .arg(&big)
+        .arg(&raw_out)
+        .env("FLOE_PEAK_RSS", "1");
     let raw = measure(cmd, "arrow-rs raw")?;
     row(
         "1 large object",

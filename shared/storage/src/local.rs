@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use floe_core::{Error, ErrorKind, Provider, Result};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
@@ -165,25 +165,42 @@ impl ObjectStore for LocalStore {
     }
 
     async fn get(&self, key: &str) -> Result<GetResult> {
+        // Blocking file IO runs on tokio's blocking pool: one hand-off opens the file, reads its
+        // metadata and the first chunk (all of a small object), one more per further chunk.
         let path = self.path(key)?;
-        let file = tokio::fs::File::open(&path)
+        let url = self.url(key);
+        let owned = key.to_owned();
+        let (file, meta, first) = tokio::task::spawn_blocking(move || -> Result<_> {
+            let mut file = std::fs::File::open(&path)
+                .map_err(|e| Error::from(e).while_doing(format!("failed to open {url}")))?;
+            let md = file.metadata().map_err(Error::from)?;
+            let meta = Self::meta(owned, &md);
+            // A small object is read whole, into a buffer of its size.
+            let cap = usize::try_from(md.len())
+                .unwrap_or(READ_CHUNK)
+                .clamp(1, READ_CHUNK);
+            let first = read_chunk(&mut file, cap)?;
+            let more = first.len() == READ_CHUNK;
+            Ok((more.then_some(file), meta, first))
+        })
+        .await
+        .map_err(|e| Error::unexpected(format!("file read task failed: {e}")))??;
+        let start = (Some(first), file);
+        let body = futures::stream::try_unfold(start, |(first, file)| async move {
+            if let Some(chunk) = first {
+                return Ok((!chunk.is_empty()).then_some((chunk, (None, file))));
+            }
+            let Some(mut file) = file else {
+                return Ok(None);
+            };
+            let (chunk, file) = tokio::task::spawn_blocking(move || -> Result<_> {
+                let chunk = read_chunk(&mut file, READ_CHUNK)?;
+                let more = chunk.len() == READ_CHUNK;
+                Ok((chunk, more.then_some(file)))
+            })
             .await
-            .map_err(|e| Error::from(e).while_doing(format!("failed to open {}", self.url(key))))?;
-        let md = file.metadata().await.map_err(Error::from)?;
-        let meta = Self::meta(key.to_owned(), &md);
-        let body = futures::stream::try_unfold(file, |mut file| async move {
-            let mut buf = BytesMut::with_capacity(READ_CHUNK);
-            while buf.len() < READ_CHUNK {
-                let n = file.read_buf(&mut buf).await.map_err(Error::from)?;
-                if n == 0 {
-                    break;
-                }
-            }
-            if buf.is_empty() {
-                Ok(None)
-            } else {
-                Ok(Some((buf.freeze(), file)))
-            }
+            .map_err(|e| Error::unexpected(format!("file read task failed: {e}")))??;
+            Ok((!chunk.is_empty()).then_some((chunk, (None, file))))
         });
         Ok(GetResult {
             meta,
@@ -260,6 +277,23 @@ impl ObjectStore for LocalStore {
     fn local_path(&self, key: &str) -> Option<PathBuf> {
         self.path(key).ok()
     }
+}
+
+/// Up to `cap` bytes from the file's position (fewer only at its end).
+fn read_chunk(file: &mut std::fs::File, cap: usize) -> Result<Bytes> {
+    use std::io::Read;
+    let mut buf = vec![0u8; cap];
+    let mut n = 0;
+    while n < cap {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::from(e)),
+        }
+    }
+    buf.truncate(n);
+    Ok(Bytes::from(buf))
 }
 
 /// Write to a dot-file beside the target, then rename over it.
