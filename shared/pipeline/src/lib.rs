@@ -79,6 +79,7 @@ pub mod objects;
 pub mod pipeline;
 pub mod route;
 pub mod run;
+pub mod sources;
 pub mod target;
 
 pub use commit::{CommitReport, TargetCommit};
@@ -86,3 +87,4 @@ pub use config::FloeConfig;
 pub use ingest::{BatchReport, Outcome};
 pub use pipeline::{Pipeline, SingleStore, StoreResolver};
 pub use run::RunReport;
+pub use sources::{BackfillReport, CloudSource, PollReport};
