@@ -29,10 +29,21 @@ fn script() -> PathBuf {
 
 /// Run the reader with `args`; panics with its output on failure.
 pub fn read_table(args: &[String]) -> serde_json::Value {
+    try_read_table(args).unwrap_or_else(|e| panic!("pyiceberg read failed: {e}"))
+}
+
+/// Run the reader with `args`; an error (with the reader's output) when it fails, e.g. because
+/// the table does not exist yet.
+pub fn try_read_table(args: &[String]) -> floe_core::Result<serde_json::Value> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = run_python(&python(), &script(), &args)
-        .unwrap_or_else(|e| panic!("pyiceberg read failed: {e}"));
-    serde_json::from_str(&out).expect("pyiceberg reader printed invalid json")
+    let out = run_python(&python(), &script(), &args)?;
+    serde_json::from_str(&out).map_err(|e| {
+        floe_core::Error::new(
+            floe_core::ErrorKind::Protocol,
+            "pyiceberg reader printed invalid json",
+        )
+        .with_source(e)
+    })
 }
 
 /// Read a table of a SQLite catalog (`catalog` is the catalog name floe used).
@@ -42,7 +53,21 @@ pub fn read_sql_table(
     warehouse: &Path,
     table: &str,
 ) -> serde_json::Value {
-    read_table(&[
+    read_table(&sql_args(catalog, sqlite, warehouse, table))
+}
+
+/// [`read_sql_table`], with an error instead of a panic.
+pub fn try_read_sql_table(
+    catalog: &str,
+    sqlite: &Path,
+    warehouse: &Path,
+    table: &str,
+) -> floe_core::Result<serde_json::Value> {
+    try_read_table(&sql_args(catalog, sqlite, warehouse, table))
+}
+
+fn sql_args(catalog: &str, sqlite: &Path, warehouse: &Path, table: &str) -> Vec<String> {
+    vec![
         "--catalog".into(),
         catalog.into(),
         "--uri".into(),
@@ -51,7 +76,7 @@ pub fn read_sql_table(
         format!("file://{}", warehouse.display()),
         "--table".into(),
         table.into(),
-    ])
+    ]
 }
 
 /// Read a table through an Iceberg REST catalog with a bearer token and a path prefix (the
