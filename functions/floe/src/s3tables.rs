@@ -19,7 +19,7 @@
 //! writes a new table's first metadata file when the server does not (moto).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -38,7 +38,8 @@ pub struct AdminArgs {
     /// The signing region.
     #[arg(long)]
     pub region: Option<String>,
-    /// A floe configuration whose `[iceberg]` catalog gives endpoint, region and keys.
+    /// A configuration file whose `[iceberg]` catalog gives endpoint, region and keys (only
+    /// that section is read: the seed's connector block alone will do).
     #[arg(short, long)]
     pub config: Option<PathBuf>,
 }
@@ -175,14 +176,15 @@ fn admin_props(
 ) -> Result<HashMap<String, String>> {
     let mut props = HashMap::new();
     if let Some(path) = &args.config {
-        let config = floe_pipeline::FloeConfig::load(path)?;
-        for (k, v) in &config.catalog.props {
-            if let Some(key) = carried(config.catalog.kind, k) {
-                // The s3tables.* names win over the rest.* ones they stand for.
-                if k.starts_with("rest.") && props.contains_key(&key) {
-                    continue;
-                }
-                props.insert(key, v.clone());
+        let catalog = catalog_props(path)?;
+        let kind =
+            floe_iceberg::CatalogConfig::from_props("floe", catalog.clone(), Path::new("."))?.kind;
+        // The s3tables.* names win over the rest.* ones they stand for.
+        let mut keys: Vec<&String> = catalog.keys().collect();
+        keys.sort_by_key(|k| k.starts_with("s3tables."));
+        for k in keys {
+            if let Some(key) = carried(kind, k) {
+                props.insert(key, catalog[k].clone());
             }
         }
     }
@@ -204,6 +206,27 @@ fn admin_props(
         props.insert("client.region".into(), r);
     }
     Ok(props)
+}
+
+/// The `catalog.*` options of the file's `[iceberg]` section (TOML or properties), `${env:…}`
+/// expanded; nothing else of the file is read.
+fn catalog_props(path: &Path) -> Result<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::from(e).while_doing(format!("failed to read config {}", path.display()))
+    })?;
+    let properties = path.extension().is_some_and(|e| e == "properties");
+    let raw = floe_pipeline::config::parse(&text, properties)?;
+    let mut out = HashMap::new();
+    if let Some(section) = raw.sections.get("iceberg") {
+        for (k, v) in section {
+            if let Some(rest) = k.strip_prefix("catalog.") {
+                let v = floe_pipeline::config::as_string(v)
+                    .ok_or_else(|| Error::config(&format!("iceberg.{k}"), "expected a string"))?;
+                out.insert(rest.to_owned(), v);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn admin_with_env(args: &AdminArgs, env: impl Fn(&str) -> Option<String>) -> Result<S3TablesAdmin> {

@@ -66,8 +66,9 @@ async fn the_seed_steps_against_moto() {
     let arn = json_out(&r)["arn"].as_str().unwrap().to_owned();
     assert!(arn.ends_with(":bucket/floe-lake"), "{arn}");
 
-    // The rest through a configuration file whose catalog is the s3tables one (its s3.* keys
-    // also let floe write the first metadata file moto does not write).
+    // The rest through a file holding just a catalog block (Kafka Connect names) of the
+    // s3tables catalog; its s3.* keys also let floe write the first metadata file moto does
+    // not write.
     std::fs::write(
         dir.join("admin.properties"),
         format!(
@@ -80,9 +81,7 @@ async fn the_seed_steps_against_moto() {
              iceberg.catalog.s3.endpoint={ep}\n\
              iceberg.catalog.s3.access-key-id={k}\n\
              iceberg.catalog.s3.secret-access-key={k}\n\
-             iceberg.catalog.s3.path-style-access=true\n\
-             iceberg.tables=bronze.events\n\
-             source.folder=bucket\n",
+             iceberg.catalog.s3.path-style-access=true\n",
             region = MotoServer::REGION,
             k = MotoServer::ACCESS_KEY_ID,
         ),

@@ -47,7 +47,7 @@ use floe_schema::TableSchema;
 use floe_schema::decode::{CsvOptions, Format};
 use floe_schema::partition::PartitionField;
 
-pub use load::{RawConfig, parse};
+pub use load::{RawConfig, as_string, parse};
 pub use opts::Opts;
 pub use source::{CloudSourceConfig, ListingConfig, QueueConfig, StoreSettings};
 
