@@ -1,6 +1,7 @@
 //! `floe run` into an Iceberg REST catalog (lakana-server, bearer token), configured as a Kafka
-//! Connect `.properties` file: two floe processes landing into the same table at once (one of
-//! them retries its commit after a 409), read back with pyiceberg through the same catalog.
+//! Connect `.properties` file: two floe processes landing into the same table at once (a commit
+//! that loses the race reloads the table and retries), read back with pyiceberg through the
+//! same catalog.
 
 mod common;
 
@@ -47,13 +48,25 @@ fn workdir(server: &LakanaServer, first_id: i64, files: i64, rows: i64) -> tempf
     tmp
 }
 
+/// `floe run`, again while it exits with 3 ("some objects failed and will be retried on the
+/// next run"): lakana keeps its catalog in SQLite and may answer a read with a 5xx while the
+/// other process commits; the retry is floe's documented answer to that, and the rows must
+/// still land once.
 async fn run(dir: &Path, token: &str) -> common::Ran {
-    floe_async(
-        dir,
-        &["run", "--config", "floe.properties"],
-        &[("FLOE_TEST_LAKANA_TOKEN", token)],
-    )
-    .await
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let r = floe_async(
+            dir,
+            &["run", "--config", "floe.properties"],
+            &[("FLOE_TEST_LAKANA_TOKEN", token)],
+        )
+        .await;
+        if r.code != 3 || tries == 3 {
+            return r;
+        }
+        eprintln!("floe run exited 3; running again:\n{}", r.stdout);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,6 +97,7 @@ async fn floe_run_lands_in_a_rest_catalog_from_two_processes_at_once() {
     assert_eq!(read["count"], 120 + 100 + 100, "{}", server.log_tail());
     let ids = common::counts(&read, "id");
     assert!(ids.values().all(|n| *n == 1), "every row once");
-    assert_eq!(read["snapshots"].as_array().unwrap().len(), 3);
+    // One snapshot per pass (more only if a pass had to be run again).
+    assert!(read["snapshots"].as_array().unwrap().len() >= 3);
     common::assert_commit_ids_unique(&read);
 }

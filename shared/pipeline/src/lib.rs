@@ -66,6 +66,14 @@
 //! An object is identified by bucket, key and version (eTag, version id): the same version is
 //! landed once however often it is delivered; a newer version lands as new rows; an older one
 //! arriving late (S3 sequencer, else event time) is skipped.
+//!
+//! # Sources
+//!
+//! Changes come from a local folder ([`local`]: a scan against the object records), or from a
+//! bucket listing and a queue of bucket notifications ([`sources`]: [`Pipeline::backfill`] and
+//! [`Pipeline::poll_queue`], which a serverless function calls with its deadline, then
+//! [`Pipeline::commit`]). A queue message is deleted at the ack point above, once every change
+//! it carried is done.
 
 pub mod claim;
 pub mod commit;
