@@ -62,7 +62,7 @@ pub struct PollReport {
     pub received: usize,
     /// Object changes the messages carried.
     pub changes: usize,
-    /// Messages deleted after what they produced was staged (or was nothing to land).
+    /// Messages deleted: those whose work is staged, and the skipped, ignored and dead-lettered.
     pub deleted: usize,
     /// Messages deleted unprocessed: enqueued before the startup decision's start.
     pub skipped: usize,
@@ -248,8 +248,11 @@ impl Pipeline {
                 }
             }
         }
-        // Dead letters are durable before the messages they describe go.
+        // Dead letters are durable before the messages they describe go; those, the skipped
+        // and the ignored go now, so a failure while landing the rest cannot bring them back.
         dead.flush().await?;
+        self.delete_finished(src, poller, &std::mem::take(&mut finished), report)
+            .await?;
         report.changes += changes.len();
 
         // Land the changes with every message kept invisible meanwhile.
@@ -324,30 +327,43 @@ impl Pipeline {
         drop(outcomes);
         report.batches.extend(batches);
 
-        // The ack point: delete what is finished.
-        if !finished.is_empty() {
-            let outcomes = poller.delete(&finished).await?;
-            for (m, o) in finished.iter().zip(outcomes) {
-                match o {
-                    DeleteOutcome::Deleted => {
-                        report.deleted += 1;
-                        if m.receive_count > 1 {
-                            self.forget_failure(src, &m.id).await;
-                        }
-                    }
-                    DeleteOutcome::Stale(e) | DeleteOutcome::Failed(e) => {
-                        tracing::warn!(message_id = %m.id, error = %e, "message not deleted; its redelivery will be a duplicate");
-                        report.delete_failures += 1;
+        // The ack point: delete the messages whose work is staged. Only they move the
+        // committed watermark.
+        self.delete_finished(src, poller, &finished, report).await?;
+        if processed > 0
+            && let Some(t) = done_enqueue_ms
+            && let Err(e) = src.cursor.advance_committed(t).await
+        {
+            tracing::warn!(error = %e, "failed to move the committed watermark");
+        }
+        Ok(())
+    }
+
+    /// Delete finished messages (retried per `delete-max-retries`); a message that cannot be
+    /// deleted comes back and is recognised as a duplicate.
+    async fn delete_finished(
+        &self,
+        src: &CloudSource,
+        poller: &Poller,
+        finished: &[QueueMessage],
+        report: &mut PollReport,
+    ) -> Result<()> {
+        if finished.is_empty() {
+            return Ok(());
+        }
+        let outcomes = poller.delete(finished).await?;
+        for (m, o) in finished.iter().zip(outcomes) {
+            match o {
+                DeleteOutcome::Deleted => {
+                    report.deleted += 1;
+                    if m.receive_count > 1 {
+                        self.forget_failure(src, &m.id).await;
                     }
                 }
-            }
-            // Messages skipped, ignored and dead-lettered count as deleted too; only landed
-            // ones move the committed watermark.
-            if processed > 0
-                && let Some(t) = done_enqueue_ms
-                && let Err(e) = src.cursor.advance_committed(t).await
-            {
-                tracing::warn!(error = %e, "failed to move the committed watermark");
+                DeleteOutcome::Stale(e) | DeleteOutcome::Failed(e) => {
+                    tracing::warn!(message_id = %m.id, error = %e, "message not deleted; its redelivery will be a duplicate");
+                    report.delete_failures += 1;
+                }
             }
         }
         Ok(())
