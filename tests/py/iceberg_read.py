@@ -2,7 +2,7 @@
 """Read an Iceberg table with pyiceberg (the independent reader) and print what floe's tests check.
 
 Usage: iceberg_read.py --catalog NAME --uri SQLITE_URI --warehouse URL --table NS.TABLE [--max-rows N]
-   or: iceberg_read.py --rest URI --token TOKEN --rest-warehouse W --table NS.TABLE
+   or: iceberg_read.py --rest URI --token TOKEN [--rest-warehouse W] [--prefix P] --table NS.TABLE
 
 Prints one JSON document: row count, rows (values as JSON: timestamps in ISO 8601, bytes in hex),
 snapshots with their summaries, the partition spec, and the data files with their partitions.
@@ -36,6 +36,7 @@ def main():
     p.add_argument("--rest")
     p.add_argument("--token")
     p.add_argument("--rest-warehouse")
+    p.add_argument("--prefix")
     p.add_argument("--table", required=True, action="append", help="repeat to read several tables")
     p.add_argument("--max-rows", type=int, default=10000)
     a = p.parse_args()
@@ -46,6 +47,8 @@ def main():
             props["token"] = a.token
         if a.rest_warehouse:
             props["warehouse"] = a.rest_warehouse
+        if a.prefix:
+            props["prefix"] = a.prefix
         catalog = RestCatalog(a.catalog, **props)
     else:
         from pyiceberg.catalog.sql import SqlCatalog

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use floe_core::Result;
 
+use crate::s3tables;
+
 /// floe lands object-storage changes in lakehouse tables, exactly once.
 ///
 /// Locally, a folder plays the bucket: `floe run` lands what was created, changed or removed in
@@ -38,9 +40,13 @@ pub enum Command {
     Run(RunArgs),
     /// Commit staged files now (what `run` does at the end of a pass).
     Commit(ConfigArg),
+    /// List the source's `path` prefixes and land every object (SNAPSHOT / INITIAL), resuming
+    /// where an earlier run stopped; then commit.
+    Backfill(BackfillArgs),
     /// Make sample objects in demo/, run the pipeline on them, and show what landed.
     Demo(DemoArgs),
-    /// List and inspect the tables of a configuration's catalog.
+    /// List and inspect the tables of a configuration's catalog; manage S3 Tables / OSS Tables
+    /// (the `aws s3tables` calls, same arguments and output).
     #[command(subcommand)]
     Tables(TablesCommand),
     /// Benchmark floe against arrow-rs and pyarrow + pyiceberg on generated data.
@@ -104,6 +110,21 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct BackfillArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Stage but do not commit at the end (a later `run` or `commit` does).
+    #[arg(long)]
+    pub no_commit: bool,
+    /// Print one line per listed page.
+    #[arg(long)]
+    pub progress: bool,
+    /// Stop listing after this many seconds (the next run resumes).
+    #[arg(long)]
+    pub max_seconds: Option<u64>,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Where the demo keeps its bucket folder, warehouse, catalog and configuration.
     #[arg(long, default_value = "demo")]
@@ -119,6 +140,24 @@ pub enum TablesCommand {
     List(ConfigArg),
     /// Show a table: schema, partition spec, snapshots (with floe's commit ids), row count, rows.
     Show(ShowArgs),
+    /// S3 Tables: create a table bucket; prints its ARN.
+    CreateTableBucket(s3tables::CreateTableBucketArgs),
+    /// S3 Tables: create a namespace in a table bucket.
+    CreateNamespace(s3tables::CreateNamespaceArgs),
+    /// S3 Tables: create an Iceberg table from a schema document (`--metadata file://…`).
+    CreateTable(s3tables::CreateTableArgs),
+    /// S3 Tables: a table's state (metadata location, version token, warehouse location).
+    GetTable(s3tables::TableArgs),
+    /// S3 Tables: the status of a table's maintenance jobs.
+    GetTableMaintenanceJobStatus(s3tables::TableArgs),
+    /// S3 Tables: a table's maintenance configuration.
+    GetTableMaintenanceConfiguration(s3tables::TableArgs),
+    /// S3 Tables: set a table's maintenance (`icebergCompaction`, `icebergSnapshotManagement`).
+    PutTableMaintenanceConfiguration(s3tables::PutTableMaintenanceArgs),
+    /// S3 Tables: a table bucket's maintenance configuration.
+    GetTableBucketMaintenanceConfiguration(s3tables::BucketArgs),
+    /// S3 Tables: set a table bucket's maintenance (`icebergUnreferencedFileRemoval`).
+    PutTableBucketMaintenanceConfiguration(s3tables::PutBucketMaintenanceArgs),
 }
 
 #[derive(Debug, Args)]
@@ -137,10 +176,36 @@ pub async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => crate::run::run(args).await,
         Command::Commit(args) => crate::run::commit(args).await,
+        Command::Backfill(args) => crate::run::backfill(args).await,
         Command::Demo(args) => crate::demo::demo(args).await,
         Command::Tables(TablesCommand::List(args)) => crate::tables::list(args).await,
         Command::Tables(TablesCommand::Show(args)) => crate::tables::show(args).await,
         Command::Bench(args) => crate::bench::bench(args).await,
         Command::BenchRaw(args) => crate::bench::bench_raw(args).await,
+        Command::Tables(c) => tables_admin(c).await,
+    }
+}
+
+async fn tables_admin(command: TablesCommand) -> Result<ExitCode> {
+    use TablesCommand as T;
+    match command {
+        T::List(_) | T::Show(_) => Err(floe_core::Error::unexpected("not an admin command")),
+        T::CreateTableBucket(a) => s3tables::create_table_bucket(a).await,
+        T::CreateNamespace(a) => s3tables::create_namespace(a).await,
+        T::CreateTable(a) => s3tables::create_table(a).await,
+        T::GetTable(a) => s3tables::get_table(a).await,
+        T::GetTableMaintenanceJobStatus(a) => s3tables::get_table_maintenance_job_status(a).await,
+        T::GetTableMaintenanceConfiguration(a) => {
+            s3tables::get_table_maintenance_configuration(a).await
+        }
+        T::PutTableMaintenanceConfiguration(a) => {
+            s3tables::put_table_maintenance_configuration(a).await
+        }
+        T::GetTableBucketMaintenanceConfiguration(a) => {
+            s3tables::get_table_bucket_maintenance_configuration(a).await
+        }
+        T::PutTableBucketMaintenanceConfiguration(a) => {
+            s3tables::put_table_bucket_maintenance_configuration(a).await
+        }
     }
 }

@@ -5,6 +5,7 @@ mod cli;
 mod demo;
 mod output;
 mod run;
+mod s3tables;
 mod tables;
 
 use clap::Parser;

@@ -1,6 +1,8 @@
 //! Logging setup and the summaries printed after a run.
 
-use floe_pipeline::{Outcome, RunReport};
+use floe_pipeline::sources::backfill::BackfillStop;
+use floe_pipeline::sources::queue::PollStop;
+use floe_pipeline::{BackfillReport, Outcome, PollReport, RunReport};
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::LogFormat;
@@ -17,8 +19,64 @@ pub fn init_logging(filter: &str, format: LogFormat) {
     }
 }
 
+/// The listing's lines: where each prefix stands.
+pub fn print_backfill(b: &BackfillReport) {
+    let state = match b.stop {
+        BackfillStop::Done => "done",
+        BackfillStop::Deadline => "stopped before the deadline; the next run resumes",
+        BackfillStop::Failures => "stopped at a page whose objects failed; the next run retries it",
+        BackfillStop::NotListing => "nothing to list (the listing finished earlier)",
+    };
+    println!(
+        "backfill: {state} | this run: {} pages, {} objects | dead letters: {}",
+        b.pages, b.listed, b.dead_lettered
+    );
+    for p in &b.prefixes {
+        let prefix = if p.prefix.is_empty() {
+            "(all)"
+        } else {
+            &p.prefix
+        };
+        println!(
+            "  {prefix}: {} objects{}",
+            p.listed,
+            if p.done { ", done" } else { "" }
+        );
+    }
+    for f in &b.failures {
+        println!("  not done: {f}");
+    }
+}
+
+/// The queue's line.
+pub fn print_queue(q: &PollReport) {
+    let state = match q.stop {
+        PollStop::Drained => "drained",
+        PollStop::Deadline => "stopped before the deadline",
+        PollStop::Listing => "waiting for the INITIAL listing",
+        PollStop::Snapshot => "not read (SNAPSHOT)",
+    };
+    println!(
+        "queue: {state} | received: {} messages, {} changes | deleted: {} | skipped (before the start): {} | nothing to land: {} | dead-lettered: {} | left for redelivery: {} | delete failures: {}",
+        q.received,
+        q.changes,
+        q.deleted,
+        q.skipped,
+        q.ignored,
+        q.dead_lettered,
+        q.left,
+        q.delete_failures
+    );
+}
+
 /// One paragraph about a pass.
 pub fn print_report(r: &RunReport) {
+    if let Some(b) = &r.backfill {
+        print_backfill(b);
+    }
+    if let Some(q) = &r.queue {
+        print_queue(q);
+    }
     let staged = r.count(|o| matches!(o, Outcome::Staged));
     let dups = r.count(|o| matches!(o, Outcome::Duplicate | Outcome::Stale));
     let ignored = r.count(|o| matches!(o, Outcome::Ignored(_)));

@@ -7,8 +7,8 @@ use floe_core::Result;
 use floe_pipeline::pipeline::ProgressEvent;
 use floe_pipeline::{FloeConfig, Pipeline};
 
-use crate::cli::{ConfigArg, RunArgs};
-use crate::output::print_report;
+use crate::cli::{BackfillArgs, ConfigArg, RunArgs};
+use crate::output::{print_backfill, print_report};
 
 /// Open the pipeline of a configuration file.
 pub async fn open(config: &std::path::Path) -> Result<Pipeline> {
@@ -55,6 +55,47 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(3)
     })
+}
+
+/// `floe backfill`: list and land, resumably, then commit.
+pub async fn backfill(args: BackfillArgs) -> Result<ExitCode> {
+    let pipeline = open(&args.config.config).await?;
+    let deadline = std::time::Instant::now()
+        + std::time::Duration::from_secs(args.max_seconds.unwrap_or(100 * 365 * 24 * 3600));
+    let progress = args.progress;
+    let mut report = pipeline
+        .backfill_with(deadline, &mut |p| {
+            if progress {
+                let prefix = if p.prefix.is_empty() {
+                    "(all)"
+                } else {
+                    &p.prefix
+                };
+                eprintln!(
+                    "backfill {prefix}: {} objects landed{}",
+                    p.listed,
+                    if p.done { ", done" } else { "" }
+                );
+            }
+        })
+        .await?;
+    let mut run = floe_pipeline::RunReport {
+        changes: report.listed as usize,
+        batches: std::mem::take(&mut report.batches),
+        ..Default::default()
+    };
+    run.commits = pipeline.commit(!args.no_commit).await?;
+    print_backfill(&report);
+    print_report(&run);
+    Ok(
+        if report.stop == floe_pipeline::sources::backfill::BackfillStop::Failures
+            || !run.failures().is_empty()
+        {
+            ExitCode::from(3)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
 /// `floe commit`.

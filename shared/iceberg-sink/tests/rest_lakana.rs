@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use common::{RacingCatalog, append, append_transaction, seed_creation, total_records};
 use floe_iceberg::rest::RestCatalog;
-use floe_testbed::lakana::LakanaServer;
+use floe_testbed::servers::LakanaServer;
 use floe_testbed::venv::{python_with, run_python};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
 
@@ -27,7 +27,9 @@ async fn catalog(server: &LakanaServer) -> RestCatalog {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_catalog_against_lakana() {
-    let server = LakanaServer::start().expect("lakana-server must run for this test");
+    let server = LakanaServer::start()
+        .await
+        .expect("lakana-server must run for this test");
     let cat = catalog(&server).await;
     assert_eq!(cat.prefix(), Some("dev"));
 

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use common::{RacingCatalog, append, append_transaction, seed_creation, total_records};
 use floe_iceberg::s3tables::{S3TablesAdmin, S3TablesCatalog};
-use floe_testbed::moto::MotoServer;
+use floe_testbed::servers::MotoServer;
 use floe_testbed::venv::{python_with, run_python};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
 use serde_json::json;
@@ -43,7 +43,9 @@ fn props(moto: &MotoServer, warehouse: Option<&str>) -> HashMap<String, String> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3tables_catalog_against_moto() {
-    let moto = MotoServer::start().expect("moto_server must run for this test");
+    let moto = MotoServer::start()
+        .await
+        .expect("moto_server must run for this test");
 
     // The seed's `aws s3tables` steps.
     let admin = S3TablesAdmin::from_props(&props(&moto, None)).unwrap();

@@ -1,5 +1,7 @@
 //! Deciding what to do with an object change given what the checkpoint table remembers of it.
 
+use std::collections::HashMap;
+
 use floe_core::{ObjectChange, Operation, compare_sequencers_opt};
 
 use crate::keys::{ObjRecord, ObjState};
@@ -17,11 +19,28 @@ pub enum Decision {
     ClaimedBy(String),
 }
 
-/// Whether `change` is the version `rec` describes.
+/// An ETag as floe compares it: without quotes or a weak-validator `W/`, lowercase. S3
+/// listings quote ETags, S3 events do not, OSS writes them in uppercase hex and s3s-fs or moto in
+/// lowercase: the same version must compare equal whichever way it was reported.
+pub fn normalize_etag(etag: &str) -> String {
+    let e = etag.trim();
+    let e = e.strip_prefix("W/").unwrap_or(e);
+    e.trim_matches('"').to_ascii_lowercase()
+}
+
+/// Whether `change` is the version `rec` describes: same operation, same ETag (normalised), and
+/// the same version id when both sides have one (a listing reports no version ids; the event
+/// for the same version does).
 pub fn same_version(rec: &ObjRecord, change: &ObjectChange) -> bool {
-    rec.operation == change.operation
-        && rec.etag == change.etag
-        && rec.version_id == change.version_id
+    let etags = match (&rec.etag, &change.etag) {
+        (Some(a), Some(b)) => normalize_etag(a) == normalize_etag(b),
+        (a, b) => a == b,
+    };
+    let versions = match (&rec.version_id, &change.version_id) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    rec.operation == change.operation && etags && versions
 }
 
 /// Whether `change` happened before what `rec` describes (sequencers first, then event times).
@@ -34,6 +53,61 @@ pub fn is_older(rec: &ObjRecord, change: &ObjectChange) -> bool {
         (Some(t), Some(r)) => t.timestamp_millis() < r,
         _ => false,
     }
+}
+
+/// Within one batch, several changes may name the same object: a queue delivers a message
+/// twice in one receive, moto (and S3, at times) sends two created events for one multipart
+/// upload, an object is written twice in quick succession. Reading by key gives its latest
+/// content either way, so one change per object lands: the newest (sequencer, else event time;
+/// the later in the batch on a tie). The others are returned with their decision: `Duplicate`
+/// when they are the same version, `Stale` when they are an older one.
+pub fn superseded_in_batch(
+    changes: &[ObjectChange],
+    candidates: impl IntoIterator<Item = usize>,
+) -> HashMap<usize, Decision> {
+    let candidates: Vec<usize> = candidates.into_iter().collect();
+    let older = |a: &ObjectChange, b: &ObjectChange| match compare_sequencers_opt(
+        a.sequencer.as_deref(),
+        b.sequencer.as_deref(),
+    ) {
+        Some(ord) => ord.is_lt(),
+        None => matches!((a.event_time, b.event_time), (Some(x), Some(y)) if x < y),
+    };
+    // The newest change of each object.
+    let mut newest: HashMap<(&str, &str), usize> = HashMap::new();
+    for &i in &candidates {
+        let c = &changes[i];
+        let slot = newest
+            .entry((c.bucket.as_str(), c.key.as_str()))
+            .or_insert(i);
+        if !older(c, &changes[*slot]) {
+            *slot = i;
+        }
+    }
+    // Every other change of it, against the newest.
+    let mut out = HashMap::new();
+    for &i in &candidates {
+        let c = &changes[i];
+        let w = newest[&(c.bucket.as_str(), c.key.as_str())];
+        if w == i {
+            continue;
+        }
+        let kept = &changes[w];
+        let same = c.operation == kept.operation
+            && c.etag.as_deref().map(normalize_etag) == kept.etag.as_deref().map(normalize_etag)
+            && (c.version_id.is_none()
+                || kept.version_id.is_none()
+                || c.version_id == kept.version_id);
+        out.insert(
+            i,
+            if same {
+                Decision::Duplicate
+            } else {
+                Decision::Stale
+            },
+        );
+    }
+    out
 }
 
 /// Decide for `change` given the record (if any) and this batch's id.
@@ -153,5 +227,73 @@ mod tests {
         let mut rm = change("x", None, 12, Operation::Removed);
         rm.etag = None;
         assert_eq!(decide(Some(&removed), &rm, "mine"), Decision::Duplicate);
+    }
+
+    #[test]
+    fn one_change_per_object_lands_within_a_batch() {
+        let mut changes = vec![
+            change("e1", None, 10, Operation::Created), // 0: k, v1
+            change("E1", None, 10, Operation::Created), // 1: k, v1 again (multipart double)
+            change("e0", None, 5, Operation::Created),  // 2: k, an older version, late
+            change("e2", None, 20, Operation::Created), // 3: k, a newer version
+        ];
+        let mut other = change("x", None, 1, Operation::Created);
+        other.key = "other".into();
+        changes.push(other); // 4
+        let got = superseded_in_batch(&changes, 0..changes.len());
+        let mut got: Vec<(usize, Decision)> = got.into_iter().collect();
+        got.sort_by_key(|(i, _)| *i);
+        assert_eq!(
+            got,
+            [
+                (0, Decision::Stale),
+                (1, Decision::Stale),
+                (2, Decision::Stale)
+            ]
+        );
+        let dup = superseded_in_batch(&changes, [0, 1, 4]);
+        assert_eq!(dup.len(), 1);
+        assert_eq!(
+            dup[&0],
+            Decision::Duplicate,
+            "the first of two deliveries of v1"
+        );
+    }
+
+    #[test]
+    fn listing_and_event_etags_of_one_version_compare_equal() {
+        let staged = ObjState::Staged { batch: "b1".into() };
+        // (recorded etag, recorded version id, delivered etag, delivered version id, same?)
+        let cases = [
+            (
+                "\"5d41402abc4b2a76b9719d911017c592\"",
+                None,
+                "5d41402abc4b2a76b9719d911017c592",
+                None,
+                true,
+            ),
+            (
+                "5D41402ABC4B2A76B9719D911017C592",
+                None,
+                "5d41402abc4b2a76b9719d911017c592",
+                None,
+                true,
+            ),
+            ("W/\"abc-2\"", None, "ABC-2", None, true),
+            ("abc", None, "abc", Some("v1"), true),
+            ("abc", Some("v1"), "abc", Some("v2"), false),
+            ("abc", None, "abd", None, false),
+        ];
+        for (rec_etag, rec_version, etag, version, same) in cases {
+            let mut r = rec(rec_etag, None, 10, staged.clone());
+            r.version_id = rec_version.map(str::to_owned);
+            let mut c = change(etag, None, 10, Operation::Created);
+            c.version_id = version.map(str::to_owned);
+            assert_eq!(
+                same_version(&r, &c),
+                same,
+                "{rec_etag} {rec_version:?} vs {etag} {version:?}"
+            );
+        }
     }
 }

@@ -28,6 +28,8 @@ pub const POINTS: &[&str] = &[
     "commit.after-append",
     "commit.after-done",
     "commit.after-batches",
+    "backfill.after-ingest",
+    "backfill.after-page",
 ];
 
 /// The armed fault points.

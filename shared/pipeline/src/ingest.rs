@@ -171,6 +171,19 @@ impl Pipeline {
             }
         }
         dead.flush().await?;
+        // One change per object lands; the others of this batch are duplicates or stale.
+        let superseded = crate::claim::superseded_in_batch(changes, routed.iter().map(|(i, _)| *i));
+        routed.retain(|(i, _)| match superseded.get(i) {
+            Some(Decision::Duplicate) => {
+                outcomes[*i] = Some(Outcome::Duplicate);
+                false
+            }
+            Some(_) => {
+                outcomes[*i] = Some(Outcome::Stale);
+                false
+            }
+            None => true,
+        });
         if routed.is_empty() {
             report.dead_letters = dead.count();
             report.outcomes = outcomes

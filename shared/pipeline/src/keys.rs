@@ -8,7 +8,9 @@
 //! | `commit/<target>/<commit>` | [`CommitRecord`]: a commit in flight | until its batches are marked |
 //! | `lease/<target>` | [`Lease`]: the one committer of a target | its TTL |
 //! | `setup/<target>` | [`crate::maxcompute::SetupRecord`]: a MaxCompute table's save modes ran | none |
-//! | `cursor/<source>` | source-specific position | none |
+//! | `cursor/<source>` | the startup decision (`floe_queue::startup`) | none |
+//! | `cursor/<source>/backfill/<prefix>` | [`crate::sources::backfill::PrefixState`]: the listing's next page | none |
+//! | `cursor/<source>/failed/<message>` | [`crate::sources::queue::MessageFailure`]: a message's last error | dedupe TTL |
 
 use std::collections::BTreeMap;
 

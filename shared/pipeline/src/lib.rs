@@ -88,6 +88,14 @@
 //! An object is identified by bucket, key and version (eTag, version id): the same version is
 //! landed once however often it is delivered; a newer version lands as new rows; an older one
 //! arriving late (S3 sequencer, else event time) is skipped.
+//!
+//! # Sources
+//!
+//! Changes come from a local folder ([`local`]: a scan against the object records), or from a
+//! bucket listing and a queue of bucket notifications ([`sources`]: [`Pipeline::backfill`] and
+//! [`Pipeline::poll_queue`], which a serverless function calls with its deadline, then
+//! [`Pipeline::commit`]). A queue message is deleted at the ack point above, once every change
+//! it carried is done.
 
 pub mod claim;
 pub mod commit;
@@ -102,6 +110,7 @@ pub mod objects;
 pub mod pipeline;
 pub mod route;
 pub mod run;
+pub mod sources;
 pub mod target;
 
 pub use commit::{CommitReport, TargetCommit};
@@ -109,3 +118,4 @@ pub use config::FloeConfig;
 pub use ingest::{BatchReport, Outcome};
 pub use pipeline::{Pipeline, SingleStore, StoreResolver};
 pub use run::RunReport;
+pub use sources::{BackfillReport, CloudSource, PollReport};

@@ -30,7 +30,13 @@ impl Pipeline {
     pub async fn scan_local(&self) -> Result<Scan> {
         let SourceConfig::Local {
             bucket, prefixes, ..
-        } = &self.config.source;
+        } = &self.config.source
+        else {
+            return Err(floe_core::Error::config(
+                "source.type",
+                "scanning needs a local folder source",
+            ));
+        };
         let probe = ObjectChange {
             operation: Operation::Created,
             provider: Provider::Local,
@@ -54,12 +60,12 @@ impl Pipeline {
             .map(|(_, r, _)| (r.key.clone(), r))
             .collect();
         let mut scan = Scan::default();
-        let prefixes: Vec<&str> = if prefixes.is_empty() {
+        let scanned: Vec<&str> = if prefixes.is_empty() {
             vec![""]
         } else {
             prefixes.iter().map(String::as_str).collect()
         };
-        for prefix in prefixes {
+        for prefix in scanned {
             let mut token = None;
             loop {
                 // A local listing walks the whole folder per page: ask for everything at once.
@@ -92,7 +98,6 @@ impl Pipeline {
         }
         // Seen before, gone now: removed (unless already recorded as removed, or outside the
         // scanned prefixes).
-        let SourceConfig::Local { prefixes, .. } = &self.config.source;
         let mut gone: Vec<ObjRecord> = known
             .into_values()
             .filter(|r| r.operation == Operation::Created)

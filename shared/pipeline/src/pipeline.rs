@@ -13,6 +13,8 @@ use crate::config::{CheckpointConfig, FloeConfig, SourceConfig};
 use crate::fault::Faults;
 use crate::keys::{Owner, hostname};
 use crate::route::Router;
+use crate::sources::CloudSource;
+use crate::sources::stores::{BucketStores, open_object_store_checkpoint};
 
 /// Finds the object store holding a changed object.
 pub trait StoreResolver: Send + Sync + fmt::Debug {
@@ -82,6 +84,8 @@ pub struct Pipeline {
     pub progress: Option<Progress>,
     /// The MaxCompute target (`[maxcompute]`), connected on first use.
     pub maxcompute: Option<Arc<crate::maxcompute::MaxComputeTargets>>,
+    /// The bucket or queue source (None for a local folder).
+    pub cloud: Option<Arc<CloudSource>>,
 }
 
 impl fmt::Debug for Pipeline {
@@ -98,14 +102,27 @@ impl Pipeline {
     pub async fn open(config: FloeConfig) -> Result<Self> {
         let checkpoint: Arc<dyn CheckpointStore> = match &config.checkpoint {
             CheckpointConfig::Sqlite { path } => Arc::new(SqliteStore::open(path).await?),
+            CheckpointConfig::ObjectStore {
+                provider,
+                bucket,
+                prefix,
+                store,
+            } => open_object_store_checkpoint(*provider, bucket, prefix, store).await?,
         };
-        let (stores, dedupe_ttl): (Arc<dyn StoreResolver>, Option<Duration>) = match &config.source
-        {
-            SourceConfig::Local { folder, bucket, .. } => {
-                let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(folder, bucket)?);
-                (Arc::new(SingleStore(store)), None)
-            }
-        };
+        let (stores, dedupe_ttl, cloud): (Arc<dyn StoreResolver>, Option<Duration>, _) =
+            match &config.source {
+                SourceConfig::Local { folder, bucket, .. } => {
+                    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(folder, bucket)?);
+                    (Arc::new(SingleStore(store)), None, None)
+                }
+                SourceConfig::Cloud(c) => {
+                    let first = c.listing.as_ref().map(|l| l.bucket.as_str());
+                    let stores = BucketStores::open(c.provider, &c.store, first).await?;
+                    let ttl = Duration::from_secs(config.ingest.dedupe_ttl_hours * 3600);
+                    let source = CloudSource::open(c, checkpoint.clone()).await?;
+                    (Arc::new(stores), Some(ttl), Some(Arc::new(source)))
+                }
+            };
         let dead_letters: Arc<dyn ObjectStore> =
             Arc::new(LocalStore::new(&config.dead_letter.path, "dead-letter")?);
         let catalog = floe_iceberg::open_catalog(&config.catalog).await?;
@@ -131,6 +148,7 @@ impl Pipeline {
             dedupe_ttl,
             progress: None,
             maxcompute,
+            cloud,
         })
     }
 }

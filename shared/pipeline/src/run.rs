@@ -8,6 +8,7 @@ use crate::commit::CommitReport;
 use crate::config::SourceConfig;
 use crate::ingest::{BatchReport, Outcome};
 use crate::pipeline::Pipeline;
+use crate::sources::{BackfillReport, PollReport};
 
 /// Totals of a pass.
 #[derive(Debug, Default)]
@@ -20,6 +21,10 @@ pub struct RunReport {
     pub batches: Vec<BatchReport>,
     /// The commit pass.
     pub commits: CommitReport,
+    /// The listing, for a cloud source that lists (its batches are in `batches`).
+    pub backfill: Option<BackfillReport>,
+    /// The queue, for a queue source (its batches are in `batches`).
+    pub queue: Option<PollReport>,
 }
 
 impl RunReport {
@@ -60,6 +65,9 @@ impl Pipeline {
     /// One pass: scan, ingest in batches, then commit everything staged (`commit_now`), or what
     /// is due.
     pub async fn run_once(&self, commit_now: bool) -> Result<RunReport> {
+        if self.cloud.is_some() {
+            return self.run_cloud_once(commit_now).await;
+        }
         let scan = self.scan_local().await?;
         let mut report = RunReport {
             changes: scan.changes.len(),
@@ -80,9 +88,12 @@ impl Pipeline {
         F: FnMut(&RunReport),
         S: std::future::Future<Output = ()>,
     {
-        let SourceConfig::Local {
-            poll_interval_ms, ..
-        } = &self.config.source;
+        let poll_interval_ms = match &self.config.source {
+            SourceConfig::Local {
+                poll_interval_ms, ..
+            } => poll_interval_ms,
+            SourceConfig::Cloud(_) => return self.watch_cloud(on_pass, stop).await,
+        };
         let poll = Duration::from_millis(*poll_interval_ms);
         tokio::pin!(stop);
         loop {

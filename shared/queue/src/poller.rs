@@ -100,10 +100,14 @@ impl Poller {
 
     /// One receive of `batch-size` messages with the `polling-wait-time` long poll.
     pub async fn poll(&self) -> Result<Polled> {
-        let received = self
-            .consumer
-            .receive(self.options.batch_size, self.options.polling_wait)
-            .await?;
+        self.poll_waiting(self.options.polling_wait).await
+    }
+
+    /// [`Poller::poll`] with a long poll of at most `wait` (rounded down to whole seconds,
+    /// never above `polling-wait-time`): a caller near its deadline waits less.
+    pub async fn poll_waiting(&self, wait: Duration) -> Result<Polled> {
+        let wait = Duration::from_secs(wait.min(self.options.polling_wait).as_secs());
+        let received = self.consumer.receive(self.options.batch_size, wait).await?;
         let (poison, messages): (Vec<_>, Vec<_>) = received
             .into_iter()
             .partition(|m| m.receive_count > self.options.max_deliveries);

@@ -11,7 +11,7 @@ use floe_core::{Provider, Result};
 use futures::{Stream, StreamExt};
 
 /// What a listing or a HEAD says about an object.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObjectMeta {
     /// The key.
     pub key: String,

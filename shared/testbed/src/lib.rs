@@ -3,19 +3,14 @@
 //! - [`mns`]: an MNS queue emulator serving real HTTP on 127.0.0.1.
 //! - [`maxcompute`]: a MaxCompute REST and Tunnel emulator serving real HTTP on 127.0.0.1.
 //! - [`pyiceberg`]: reading tables back with pyiceberg.
-//! - [`lakana`]: lakana-server, the Iceberg REST catalog stand-in (from the floe venv).
-//! - [`moto`]: moto's server, the S3 / SQS / S3 Tables stand-in (from the floe venv).
 //! - [`recorder`]: an HTTP server that records requests and answers as a test says.
 //! - [`venv`]: finding the venv's tools and running its python (pyiceberg read-back scripts).
-//! - [`process`]: child server processes (free port, readiness, kill on drop).
-//! - [`servers`]: launchers for real local servers (`s3s-fs`, `moto_server`) on free ports,
-//!   and the one-request-at-a-time front used before `s3s-fs` for compare-and-set tests.
+//! - [`servers`]: launchers for real local servers on free ports, killed on drop: `s3s-fs`,
+//!   `moto_server` (S3 / SQS / S3 Tables), `lakana-server` (Iceberg REST); and the
+//!   one-request-at-a-time front used before `s3s-fs` for compare-and-set tests.
 
-pub mod lakana;
 pub mod maxcompute;
 pub mod mns;
-pub mod moto;
-pub mod process;
 pub mod pyiceberg;
 pub mod recorder;
 pub mod servers;

@@ -1,52 +1,49 @@
 //! Reading tables back with pyiceberg, the independent reader.
 //!
-//! Runs `tests/py/iceberg_read.py` with the Python of floe's test venv (`$FLOE_VENV`, default
-//! `~/.cache/floe/venv`, made by `.ci/run` / `make test-deps`) and returns its JSON. A missing
-//! venv is a test failure that says how to make it, never a skipped check.
+//! Runs `tests/py/iceberg_read.py` with the Python of floe's test venv ([`crate::venv`]) and
+//! returns its JSON. A missing venv or pyiceberg is a test failure that says how to install
+//! it, never a skipped check.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::sync::OnceLock;
 
-/// The test venv.
-pub fn venv() -> PathBuf {
-    if let Some(v) = std::env::var_os("FLOE_VENV") {
-        return PathBuf::from(v);
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/root"));
-    home.join(".cache/floe/venv")
-}
+use crate::venv::{python_with, run_python};
 
-/// The venv's python, or a panic saying how to install it.
+/// What `pip install` gives the reader (the version `tests/requirements.txt` pins).
+pub const PYICEBERG_REQUIREMENT: &str = "pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]==0.12.0";
+
+/// The venv's python with pyiceberg (checked once per process), or a panic saying how to
+/// install it.
 pub fn python() -> PathBuf {
-    let py = venv().join("bin/python");
-    assert!(
-        py.exists(),
-        "no python venv at {}: run `make test-deps` (or .ci/run) to create it with pyiceberg",
-        venv().display()
-    );
-    py
+    static CHECKED: OnceLock<PathBuf> = OnceLock::new();
+    CHECKED
+        .get_or_init(|| {
+            python_with(&[("pyiceberg", PYICEBERG_REQUIREMENT)]).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .clone()
 }
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/py/iceberg_read.py")
 }
 
-/// Run the reader with `args`; panics with its stderr on failure.
+/// Run the reader with `args`; panics with its output on failure.
 pub fn read_table(args: &[String]) -> serde_json::Value {
-    let out = Command::new(python())
-        .arg(script())
-        .args(args)
-        .output()
-        .expect("failed to run python");
-    assert!(
-        out.status.success(),
-        "pyiceberg read failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("pyiceberg reader printed invalid json")
+    try_read_table(args).unwrap_or_else(|e| panic!("pyiceberg read failed: {e}"))
+}
+
+/// Run the reader with `args`; an error (with the reader's output) when it fails, e.g. because
+/// the table does not exist yet.
+pub fn try_read_table(args: &[String]) -> floe_core::Result<serde_json::Value> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_python(&python(), &script(), &args)?;
+    serde_json::from_str(&out).map_err(|e| {
+        floe_core::Error::new(
+            floe_core::ErrorKind::Protocol,
+            "pyiceberg reader printed invalid json",
+        )
+        .with_source(e)
+    })
 }
 
 /// Read a table of a SQLite catalog (`catalog` is the catalog name floe used).
@@ -56,13 +53,42 @@ pub fn read_sql_table(
     warehouse: &Path,
     table: &str,
 ) -> serde_json::Value {
-    read_table(&[
+    read_table(&sql_args(catalog, sqlite, warehouse, table))
+}
+
+/// [`read_sql_table`], with an error instead of a panic.
+pub fn try_read_sql_table(
+    catalog: &str,
+    sqlite: &Path,
+    warehouse: &Path,
+    table: &str,
+) -> floe_core::Result<serde_json::Value> {
+    try_read_table(&sql_args(catalog, sqlite, warehouse, table))
+}
+
+fn sql_args(catalog: &str, sqlite: &Path, warehouse: &Path, table: &str) -> Vec<String> {
+    vec![
         "--catalog".into(),
         catalog.into(),
         "--uri".into(),
         format!("sqlite:///{}", sqlite.display()),
         "--warehouse".into(),
         format!("file://{}", warehouse.display()),
+        "--table".into(),
+        table.into(),
+    ]
+}
+
+/// Read a table through an Iceberg REST catalog with a bearer token and a path prefix (the
+/// warehouse's, as lakana-server wants it).
+pub fn read_rest_table(uri: &str, token: &str, prefix: &str, table: &str) -> serde_json::Value {
+    read_table(&[
+        "--rest".into(),
+        uri.into(),
+        "--token".into(),
+        token.into(),
+        "--prefix".into(),
+        prefix.into(),
         "--table".into(),
         table.into(),
     ])

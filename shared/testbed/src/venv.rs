@@ -1,5 +1,6 @@
 //! The Python virtualenv the Python-based stand-ins (lakana-server, moto) and the pyiceberg
-//! read-back scripts come from: `$FLOE_VENV`, default `/root/.cache/floe/venv`.
+//! read-back scripts come from: `$FLOE_VENV`, default `~/.cache/floe/venv` (where `make
+//! test-deps` makes it).
 //!
 //! A missing tool is an error that says how to install it; tests never skip silently.
 
@@ -8,14 +9,16 @@ use std::process::Command;
 
 use floe_core::{Error, ErrorKind, Result};
 
-/// The venv used when `FLOE_VENV` is not set.
-pub const DEFAULT_VENV: &str = "/root/.cache/floe/venv";
-
-/// The venv folder.
+/// The venv folder: `$FLOE_VENV`, else `$HOME/.cache/floe/venv` (`/root` without a `HOME`).
 pub fn venv_dir() -> PathBuf {
-    std::env::var_os("FLOE_VENV")
+    if let Some(v) = std::env::var_os("FLOE_VENV").filter(|v| !v.is_empty()) {
+        return PathBuf::from(v);
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_VENV))
+        .unwrap_or_else(|| PathBuf::from("/root"));
+    home.join(".cache/floe/venv")
 }
 
 /// The path of `bin/<name>` in the venv, or an error naming what to `pip install`

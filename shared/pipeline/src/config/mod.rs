@@ -30,10 +30,16 @@
 //!
 //! Every option is documented on its field below with its default. Unknown options are errors
 //! that name the option; so are values out of range.
+//!
+//! Bucket and queue sources (`type = "s3" | "oss" | "mns" | "sqs"`, with the OSS CDC
+//! connector's option names), the exact meaning of each startup mode as floe wires it, and the
+//! object-store checkpoint table (`[checkpoint] type = "object-store"`) are documented in
+//! [`source`].
 
 mod load;
 pub mod maxcompute;
 mod opts;
+pub mod source;
 
 use std::path::{Path, PathBuf};
 
@@ -44,9 +50,10 @@ use floe_schema::TableSchema;
 use floe_schema::decode::{CsvOptions, Format};
 use floe_schema::partition::PartitionField;
 
-pub use load::{RawConfig, parse};
+pub use load::{RawConfig, as_string, parse};
 pub use maxcompute::{RouteMaxCompute, RouteTargets, RowKinds};
 pub use opts::Opts;
+pub use source::{CloudSourceConfig, ListingConfig, QueueConfig, StoreSettings};
 
 /// The whole configuration.
 #[derive(Clone, Debug)]
@@ -86,6 +93,9 @@ pub enum SourceConfig {
         /// `poll-interval-ms`: how often `--watch` rescans (default 2000).
         poll_interval_ms: u64,
     },
+    /// `type = "s3" | "oss" | "mns" | "sqs"`: a bucket listing and/or a queue of bucket
+    /// notifications; see [`source`].
+    Cloud(Box<CloudSourceConfig>),
 }
 
 /// `[checkpoint]`.
@@ -95,6 +105,18 @@ pub enum CheckpointConfig {
     Sqlite {
         /// The database file.
         path: PathBuf,
+    },
+    /// `type = "object-store"`: one object per entry under `prefix` in `bucket`, written with
+    /// conditional requests, shared by instances on either cloud; see [`source`].
+    ObjectStore {
+        /// `provider`: s3 or oss.
+        provider: floe_core::Provider,
+        /// `bucket`.
+        bucket: String,
+        /// `prefix` (default `floe/checkpoint/`).
+        prefix: String,
+        /// How to reach the bucket.
+        store: StoreSettings,
     },
 }
 
@@ -273,10 +295,11 @@ impl FloeConfig {
                     poll_interval_ms: o.u64_in("poll-interval-ms", 2000, 10..=86_400_000)?,
                 }
             }
+            "s3" | "oss" | "mns" | "sqs" => source::cloud_source(&kind, &o)?,
             other => {
                 return Err(o.err(
                     "type",
-                    format!("unknown source type `{other}`; this build knows `local`"),
+                    format!("unknown source type `{other}`; expected local, s3, oss, mns or sqs"),
                 ));
             }
         };
@@ -297,6 +320,9 @@ impl FloeConfig {
         let kc_timeout = o.string("control.commit.timeout-ms")?;
         let _auto_create = o.bool("tables.auto-create-enabled", true)?;
         let evolve_default = o.bool("tables.evolve-schema-enabled", false)?;
+        // Kafka Connect's static routing (`iceberg.tables`): with no [[routes]], one table
+        // takes every object as records (a properties file cannot write [[routes]]).
+        let kc_tables = o.list("tables")?;
         o.finish()?;
         let catalog = CatalogConfig::from_props(&name, props, base)?;
 
@@ -306,10 +332,11 @@ impl FloeConfig {
             "sqlite" => CheckpointConfig::Sqlite {
                 path: resolve(&o.string("path")?.unwrap_or_else(|| "checkpoint.db".into())),
             },
+            "object-store" => source::object_store_checkpoint(&o, &source)?,
             other => {
                 return Err(o.err(
                     "type",
-                    format!("unknown checkpoint type `{other}`; this build knows `sqlite`"),
+                    format!("unknown checkpoint type `{other}`; expected sqlite or object-store"),
                 ));
             }
         };
@@ -381,18 +408,32 @@ impl FloeConfig {
         };
 
         // [[routes]]
-        if raw.routes.is_empty() {
-            return Err(Error::config(
-                "routes",
-                "at least one [[routes]] entry is needed",
-            ));
-        }
-        let routes = raw
-            .routes
-            .iter()
-            .enumerate()
-            .map(|(i, r)| route(i, r, base, maxcompute.as_ref(), evolve_default))
-            .collect::<Result<Vec<_>>>()?;
+        let routes = match (raw.routes.is_empty(), kc_tables.as_slice()) {
+            (false, _) => raw
+                .routes
+                .iter()
+                .enumerate()
+                .map(|(i, r)| route(i, r, base, maxcompute.as_ref(), evolve_default))
+                .collect::<Result<Vec<_>>>()?,
+            (true, [table]) => {
+                let mut r = load::Section::new();
+                r.insert("name".into(), toml::Value::String("iceberg.tables".into()));
+                r.insert("table".into(), toml::Value::String(table.clone()));
+                vec![route(0, &r, base, maxcompute.as_ref(), evolve_default)?]
+            }
+            (true, []) => {
+                return Err(Error::config(
+                    "routes",
+                    "at least one [[routes]] entry is needed (or iceberg.tables naming one table)",
+                ));
+            }
+            (true, _) => {
+                return Err(Error::config(
+                    "iceberg.tables",
+                    "names several tables: route objects to them with [[routes]] entries",
+                ));
+            }
+        };
 
         Ok(FloeConfig {
             base_dir: base.to_owned(),
@@ -548,7 +589,9 @@ mod tests {
     #[test]
     fn minimal_config_gets_the_defaults() {
         let c = load(MINIMAL).unwrap();
-        let SourceConfig::Local { folder, bucket, .. } = &c.source;
+        let SourceConfig::Local { folder, bucket, .. } = &c.source else {
+            panic!("the default source is local")
+        };
         assert_eq!(folder, Path::new("/cfg/bucket"));
         assert_eq!(bucket, "bucket");
         assert_eq!(c.catalog.name, "floe");
@@ -556,7 +599,9 @@ mod tests {
         assert_eq!(c.routes[0].mode, Mode::Records);
         assert_eq!(c.routes[0].on_error, OnError::DeadLetter);
         assert_eq!(c.routes[0].name, "route0");
-        let CheckpointConfig::Sqlite { path } = &c.checkpoint;
+        let CheckpointConfig::Sqlite { path } = &c.checkpoint else {
+            panic!("the default checkpoint is sqlite")
+        };
         assert_eq!(path, Path::new("/cfg/checkpoint.db"));
     }
 

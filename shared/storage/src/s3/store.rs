@@ -34,6 +34,22 @@ impl S3Store {
         })
     }
 
+    /// The same client and credentials for another bucket of the same store (buckets named by
+    /// events are bound this way, without building a client per bucket).
+    pub fn with_bucket(&self, bucket: impl Into<String>) -> Result<Self> {
+        let bucket = bucket.into();
+        if bucket.is_empty() || bucket.contains('/') {
+            return Err(Error::invalid_input(format!(
+                "`{bucket}` is not a bucket name"
+            )));
+        }
+        Ok(S3Store {
+            client: self.client.clone(),
+            provider: self.provider,
+            bucket,
+        })
+    }
+
     /// The SDK client, for calls the trait does not cover (bucket administration in tools and
     /// tests).
     pub fn sdk_client(&self) -> &aws_sdk_s3::Client {

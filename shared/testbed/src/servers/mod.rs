@@ -5,7 +5,8 @@
 //! | launcher | program | found at |
 //! |---|---|---|
 //! | [`S3sFs`] | `s3s-fs` 0.14.1 (S3 over a folder; SigV4 and conditional writes checked) | `$FLOE_TOOLS/bin/s3s-fs`, default `~/.cache/floe/tools/bin/s3s-fs` |
-//! | [`MotoServer`] | `moto_server` 5.x (S3 with notifications to SQS, SQS, S3 Tables) | `$FLOE_VENV/bin/moto_server`, default `~/.cache/floe/venv/bin/moto_server` |
+//! | [`MotoServer`] | `moto_server` 5.2 (S3 with notifications to SQS, SQS, S3 Tables) | `$FLOE_VENV/bin/moto_server`, default `~/.cache/floe/venv/bin/moto_server` |
+//! | [`LakanaServer`] | `lakana-server` 0.20 (an Iceberg REST catalog; bearer tokens) | `$FLOE_VENV/bin/lakana-server` |
 //! | [`Linearizer`] | floe's own: an HTTP front that passes one request at a time to a server | in process |
 //!
 //! A missing program is an error whose message says how to install it: tests fail with it
@@ -20,12 +21,14 @@
 //!  running (endpoint, credentials) ── drop → kill + wait, temp dir removed
 //! ```
 
+mod lakana;
 mod linearizer;
 mod moto;
 mod process;
 mod s3s_fs;
 
+pub use lakana::{LAKANA_REQUIREMENT, LakanaServer};
 pub use linearizer::Linearizer;
-pub use moto::MotoServer;
+pub use moto::{MOTO_REQUIREMENT, MotoServer};
 pub use process::{ServerProcess, free_port};
 pub use s3s_fs::S3sFs;

@@ -1,17 +1,19 @@
 //! `moto_server`: AWS services in one Python process (S3 with bucket notifications delivered
-//! to SQS, SQS, S3 Tables). The service is chosen by the SigV4 credential scope, so one port
-//! serves them all; signatures are not checked.
+//! to SQS, SQS, S3 Tables), from the floe venv. The service is chosen by the SigV4 credential
+//! scope, so one port serves them all; signatures are not checked. S3 Tables' control plane
+//! works (buckets, namespaces, tables, metadata location with versionToken); maintenance calls
+//! do not exist in moto, and it writes no Iceberg metadata file for a new table.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use floe_core::{Error, ErrorKind, Result};
 
-use super::process::{ServerProcess, free_port, require_tool, tool_path};
+use super::process::{ServerProcess, free_port};
+use crate::venv::tool;
 
-/// How `.ci/run` installs it.
-const INSTALL: &str = "python3 -m venv ${FLOE_VENV:-~/.cache/floe/venv} && ${FLOE_VENV:-~/.cache/floe/venv}/bin/pip install 'moto[server]>=5.2,<6'";
+/// What to install when moto is missing (the version `tests/requirements.txt` pins).
+pub const MOTO_REQUIREMENT: &str = "moto[server]==5.2.5";
 
 /// A running `moto_server`; stopped on drop.
 #[derive(Debug)]
@@ -29,16 +31,9 @@ impl MotoServer {
     /// The account id moto reports (in queue URLs and ARNs).
     pub const ACCOUNT_ID: &'static str = "123456789012";
 
-    /// Where the program is looked for: `$FLOE_VENV/bin/moto_server`, default
-    /// `~/.cache/floe/venv/bin/moto_server`.
-    pub fn binary() -> PathBuf {
-        tool_path("FLOE_VENV", "venv", "bin/moto_server")
-    }
-
     /// Start it on a free port (Python start-up takes a second or two).
     pub async fn start() -> Result<Self> {
-        let bin = Self::binary();
-        require_tool(&bin, "moto_server", INSTALL)?;
+        let bin = tool("moto_server", MOTO_REQUIREMENT)?;
         let dir = tempfile::tempdir()
             .map_err(|e| Error::from(e).while_doing("failed to create a temp dir for moto"))?;
         let port = free_port()?;
@@ -52,6 +47,11 @@ impl MotoServer {
     /// `http://127.0.0.1:<port>`.
     pub fn endpoint(&self) -> String {
         self.process.endpoint()
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.process.port()
     }
 
     /// Forget every bucket, queue and table (`POST /moto-api/reset`).

@@ -1,8 +1,8 @@
 //! lakana-server 0.20.0 as the Iceberg REST catalog stand-in, from the floe venv.
 //!
 //! ```text
-//! LakanaServer::start()
-//!   tempdir/{lakana.db, wh/, server.log}
+//! LakanaServer::start().await
+//!   tempdir/{lakana.db, wh/, lakana-server.log}
 //!   lakana-server migrate                     (LAKANA_DATABASE__URL=sqlite:////…/lakana.db)
 //!   lakana-server                             (LAKANA_PORT=<free port>, bootstrap PAT)
 //!   wait: GET /v1/config with the bearer → 200
@@ -16,9 +16,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use floe_core::{Error, ErrorKind, Result};
-use tempfile::TempDir;
 
-use crate::process::{ManagedProcess, free_port, http_call};
+use super::process::{ServerProcess, free_port};
 use crate::venv::tool;
 
 /// The version the testbed is checked with.
@@ -30,14 +29,12 @@ const SECRET: &str = "f1oe0test0secret0f1oe0test0secr3"; // 32 characters, as la
 /// A running lakana-server with a `dev` environment on a local warehouse; stopped on drop.
 #[derive(Debug)]
 pub struct LakanaServer {
-    process: ManagedProcess,
-    port: u16,
-    dir: TempDir,
+    process: ServerProcess,
 }
 
 impl LakanaServer {
     /// Migrate a fresh database, start the server on a free port, create `dev`.
-    pub fn start() -> Result<Self> {
+    pub async fn start() -> Result<Self> {
         let bin = tool("lakana-server", LAKANA_REQUIREMENT)?;
         let dir = tempfile::tempdir()
             .map_err(|e| Error::from(e).while_doing("failed to create a temp dir for lakana"))?;
@@ -55,8 +52,9 @@ impl LakanaServer {
         let mut migrate = Command::new(&bin);
         migrate.arg("migrate");
         env(&mut migrate);
-        let out = migrate
-            .output()
+        let out = tokio::task::spawn_blocking(move || migrate.output())
+            .await
+            .map_err(|e| Error::unexpected("lakana-server migrate did not finish").with_source(e))?
             .map_err(|e| Error::from(e).while_doing("failed to run lakana-server migrate"))?;
         if !out.status.success() {
             return Err(Error::new(
@@ -70,21 +68,42 @@ impl LakanaServer {
         }
         let mut serve = Command::new(&bin);
         env(&mut serve);
-        let mut process =
-            ManagedProcess::spawn("lakana-server", serve, &dir.path().join("server.log"))?;
-        let auth = format!("Bearer {}", token());
-        process.wait_ready(Duration::from_secs(60), || {
-            matches!(
-                http_call(port, "GET", "/v1/config", &[("Authorization", &auth)], b""),
-                Ok((200, _))
-            )
-        })?;
-        let server = LakanaServer { process, port, dir };
-        server.create_environment("dev")?;
+        let process =
+            ServerProcess::spawn("lakana-server", serve, port, dir, Duration::from_secs(60))
+                .await?;
+        let server = LakanaServer { process };
+        server.wait_answering(Duration::from_secs(60)).await?;
+        server.create_environment("dev").await?;
         Ok(server)
     }
 
-    fn create_environment(&self, name: &str) -> Result<()> {
+    /// The port accepts connections before the app answers: wait for `GET /v1/config` = 200.
+    async fn wait_answering(&self, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let client = reqwest::Client::new();
+        loop {
+            let answer = client
+                .get(format!("{}/v1/config", self.uri()))
+                .bearer_auth(self.token())
+                .send()
+                .await;
+            if answer.is_ok_and(|r| r.status().is_success()) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::new(
+                    ErrorKind::Deadline,
+                    format!(
+                        "lakana-server did not answer /v1/config within {timeout:?}: {}",
+                        self.log_tail()
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn create_environment(&self, name: &str) -> Result<()> {
         let wh = self.warehouse_dir();
         std::fs::create_dir_all(&wh).map_err(|e| {
             Error::from(e).while_doing(format!("failed to create {}", wh.display()))
@@ -92,26 +111,23 @@ impl LakanaServer {
         let body = serde_json::json!({
             "name": name,
             "storage": {"scheme": "file", "root": format!("file://{}", wh.display())},
-        })
-        .to_string();
-        let auth = format!("Bearer {}", token());
-        let (status, answer) = http_call(
-            self.port,
-            "POST",
-            "/api/v1/environments",
-            &[
-                ("Authorization", &auth),
-                ("Content-Type", "application/json"),
-            ],
-            body.as_bytes(),
-        )?;
-        if !(200..300).contains(&status) {
+        });
+        let resp = reqwest::Client::new()
+            .post(format!("{}/api/v1/environments", self.uri()))
+            .bearer_auth(self.token())
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| Error::new(ErrorKind::Io, "failed to reach lakana").with_source(e))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let answer = resp.text().await.unwrap_or_default();
             return Err(Error::new(
                 ErrorKind::Unexpected,
                 format!(
-                    "lakana refused environment {name}: http {status}: {}\n{}",
-                    String::from_utf8_lossy(&answer),
-                    self.process.log_tail()
+                    "lakana refused environment {name}: http {}: {answer}\n{}",
+                    status.as_u16(),
+                    self.log_tail()
                 ),
             ));
         }
@@ -120,7 +136,7 @@ impl LakanaServer {
 
     /// The REST catalog base URL, `http://127.0.0.1:<port>`.
     pub fn uri(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        self.process.endpoint()
     }
 
     /// The bearer token every call needs.
@@ -135,12 +151,12 @@ impl LakanaServer {
 
     /// The local folder the `dev` environment keeps its tables in.
     pub fn warehouse_dir(&self) -> PathBuf {
-        self.dir.path().join("wh")
+        self.process.dir().join("wh")
     }
 
     /// The server's working folder (database, warehouse, log).
     pub fn dir(&self) -> &Path {
-        self.dir.path()
+        self.process.dir()
     }
 
     /// Catalog properties for floe's REST catalog (Kafka Connect names).

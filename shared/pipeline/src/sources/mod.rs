@@ -1,0 +1,231 @@
+//! Cloud sources: a bucket listing (backfill) and a queue of bucket notifications (MNS, SQS),
+//! feeding [`Pipeline::ingest`](crate::Pipeline::ingest).
+//!
+//! - [`stores`]: the object stores of the buckets events name, and the object-store checkpoint.
+//! - [`queue`]: [`Pipeline::poll_queue`](crate::Pipeline::poll_queue): receive, filter by the
+//!   startup decision, parse, ingest, delete what is staged.
+//! - [`backfill`]: [`Pipeline::backfill`](crate::Pipeline::backfill): the `SNAPSHOT` /
+//!   `INITIAL` listing, resumable page by page.
+//! - [`run`]: `floe run` over a cloud source: one pass (listing, then the queue until an empty
+//!   poll, then commit) or continuously.
+//!
+//! The startup decision (`floe_queue::startup`) says which phase a source is in; it is taken
+//! once per source name and kept in the checkpoint table, so every instance and every later run
+//! agree on it:
+//!
+//! ```text
+//!  cursor/<name> ── Listing ──▶ backfill(deadline): for each `path` prefix
+//!                    │            list a page (token from cursor/<name>/backfill/<prefix>)
+//!                    │            ─▶ ingest (claims dedupe by bucket/key/eTag) ─▶ staged
+//!                    │            ─▶ save the next token ─▶ … ─▶ prefix done
+//!                    │          every prefix done ─▶ mark the listing done
+//!                    ▼
+//!               ─ Queue ────▶ poll_queue(deadline): receive (rate limited)
+//!                    │            poison (> max-deliveries) ─▶ dead letter + delete
+//!                    │            enqueued before the start ─▶ delete unprocessed
+//!                    │            parse ─▶ ingest (visibility kept) ─▶ all changes done?
+//!                    │                 yes ─▶ delete (the ack point: what it produced is staged)
+//!                    │                 no  ─▶ left for redelivery, its error remembered
+//!                    ▼
+//!               ─ Done (SNAPSHOT after its listing): nothing more
+//! ```
+//!
+//! Checkpoint keys of a source, next to the decision at `cursor/<name>`:
+//! `cursor/<name>/backfill/<prefix>` ([`backfill::PrefixState`]) and
+//! `cursor/<name>/failed/<message id>` ([`queue::MessageFailure`], kept for the dedupe TTL).
+
+pub mod backfill;
+pub mod queue;
+pub mod run;
+pub mod stores;
+
+use std::sync::Arc;
+
+use floe_checkpoint::CheckpointStore;
+use floe_core::{Error, ObjectChange, Result, Secret};
+use floe_queue::mns::{MnsClient, MnsConfig, MnsConsumer};
+use floe_queue::sqs::{SqsConfig, SqsConsumer};
+use floe_queue::{Poller, QueueConsumer, RateLimiter, StartupCursor};
+use floe_signing::Credentials;
+
+pub use backfill::{BackfillReport, PrefixProgress};
+pub use queue::PollReport;
+
+use crate::claim::normalize_etag;
+use crate::config::{CloudSourceConfig, QueueConfig};
+use crate::pipeline::Pipeline;
+
+/// A cloud source, opened: its cursor, its queue (if any) and the rate limiter its queue and
+/// listing share.
+#[derive(Debug)]
+pub struct CloudSource {
+    /// The configuration.
+    pub config: CloudSourceConfig,
+    /// The startup decision under `cursor/<name>`.
+    pub cursor: StartupCursor,
+    /// The queue with the consumer options applied (mns, sqs).
+    pub poller: Option<Poller>,
+    /// `scan.rate-limit.records-per-second`, shared by the queue and the listing.
+    pub limiter: Option<Arc<RateLimiter>>,
+}
+
+impl CloudSource {
+    /// Open the source: build the queue client (no request is sent) and the cursor.
+    pub async fn open(
+        config: &CloudSourceConfig,
+        checkpoint: Arc<dyn CheckpointStore>,
+    ) -> Result<Self> {
+        let limiter = config
+            .options
+            .records_per_second
+            .map(|r| Arc::new(RateLimiter::new(r)));
+        let consumer: Option<Arc<dyn QueueConsumer>> = match &config.queue {
+            None => None,
+            Some(QueueConfig::Mns {
+                endpoint,
+                queue,
+                access_key_id,
+                access_key_secret,
+                security_token,
+            }) => {
+                let credentials = mns_credentials(
+                    access_key_id.as_deref(),
+                    access_key_secret.as_ref(),
+                    security_token.as_ref(),
+                    |k| std::env::var(k).ok(),
+                )?;
+                let client = MnsClient::new(MnsConfig::new(endpoint, queue, credentials))
+                    .map_err(|e| source_option(e, "source"))?;
+                Some(Arc::new(MnsConsumer::new(client)))
+            }
+            Some(QueueConfig::Sqs {
+                queue_url,
+                endpoint,
+                region,
+                access_key_id,
+                access_key_secret,
+                security_token,
+            }) => {
+                let mut c = SqsConfig::new(queue_url);
+                if let Some(e) = endpoint {
+                    c = c.with_endpoint(e);
+                }
+                if let Some(r) = region {
+                    c = c.with_region(r);
+                }
+                if let (Some(id), Some(secret)) = (access_key_id, access_key_secret) {
+                    c = c.with_keys(id, secret.clone(), security_token.clone());
+                }
+                let consumer = SqsConsumer::new(c)
+                    .await
+                    .map_err(|e| source_option(e, "source"))?;
+                Some(Arc::new(consumer))
+            }
+        };
+        let poller = match consumer {
+            None => None,
+            Some(c) => {
+                let p = Poller::new(c, config.options.clone())
+                    .map_err(|e| source_option(e, "source"))?;
+                Some(match &limiter {
+                    Some(l) => p.with_limiter(l.clone()),
+                    None => p,
+                })
+            }
+        };
+        Ok(CloudSource {
+            cursor: StartupCursor::new(checkpoint, config.name.clone())
+                .map_err(|e| source_option(e, "source"))?,
+            config: config.clone(),
+            poller,
+            limiter,
+        })
+    }
+
+    /// `cursor/<name>/`: where the source's own keys live.
+    pub fn key_prefix(&self) -> String {
+        format!("{}/", self.cursor.key())
+    }
+}
+
+/// MNS keys from the configuration, else from Function Compute's environment variables.
+fn mns_credentials(
+    id: Option<&str>,
+    secret: Option<&Secret>,
+    token: Option<&Secret>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Credentials> {
+    if let (Some(id), Some(secret)) = (id, secret) {
+        let c = Credentials::new(id, secret.clone());
+        return Ok(match token {
+            Some(t) => c.with_security_token(t.clone()),
+            None => c,
+        });
+    }
+    let get = |k: &str| env(k).filter(|v| !v.is_empty());
+    match (
+        get("ALIBABA_CLOUD_ACCESS_KEY_ID"),
+        get("ALIBABA_CLOUD_ACCESS_KEY_SECRET"),
+    ) {
+        (Some(id), Some(secret)) => {
+            let c = Credentials::new(id, Secret::new(secret));
+            Ok(match get("ALIBABA_CLOUD_SECURITY_TOKEN") {
+                Some(t) => c.with_security_token(Secret::new(t)),
+                None => c,
+            })
+        }
+        _ => Err(Error::config(
+            "source.access-key-id",
+            "no mns credentials: set access-key-id and access-key-secret, or \
+             ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+        )),
+    }
+}
+
+/// A configuration error of a queue crate, named under `section` (`source.endpoint`).
+fn source_option(e: Error, section: &str) -> Error {
+    crate::config::source::in_section(e, section)
+}
+
+/// A change as the sources hand it to ingest: the ETag normalised (see
+/// [`normalize_etag`]), so a listing and an event of one version record the same identity.
+pub(crate) fn normalized(mut c: ObjectChange) -> ObjectChange {
+    c.etag = c.etag.as_deref().map(normalize_etag);
+    c
+}
+
+impl Pipeline {
+    /// The cloud source, or an error saying the configuration has none.
+    pub fn cloud_source(&self) -> Result<&Arc<CloudSource>> {
+        self.cloud.as_ref().ok_or_else(|| {
+            Error::config(
+                "source.type",
+                "this needs a bucket or queue source (s3, oss, mns or sqs), not a local folder",
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mns_keys_come_from_the_config_then_the_environment() {
+        let c = mns_credentials(Some("AK"), Some(&Secret::new("SK")), None, |_| None).unwrap();
+        assert_eq!(c.access_key_id(), "AK");
+        let c = mns_credentials(None, None, None, |k| Some(format!("env-{k}"))).unwrap();
+        assert_eq!(c.access_key_id(), "env-ALIBABA_CLOUD_ACCESS_KEY_ID");
+        assert!(c.security_token().is_some());
+        let e = mns_credentials(None, None, None, |_| None).unwrap_err();
+        assert!(e.to_string().contains("`source.access-key-id`"), "{e}");
+    }
+
+    #[test]
+    fn queue_errors_are_named_under_the_section() {
+        let e = source_option(Error::config("endpoint", "bad"), "source");
+        assert!(e.to_string().contains("`source.endpoint`: bad"), "{e}");
+        let e = source_option(Error::config("source.x", "bad"), "source");
+        assert!(e.to_string().contains("`source.x`"), "{e}");
+    }
+}

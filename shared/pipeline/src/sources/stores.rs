@@ -1,0 +1,164 @@
+//! Object stores for cloud buckets: one [`S3Store`] per bucket, bound on first use and shared,
+//! and the object-store checkpoint table.
+//!
+//! Events name their bucket, and a queue may carry events of several buckets; they all share
+//! the source's endpoint, region and keys. The SDK client is built once per provider when the
+//! pipeline opens (that is where the environment is read); a bucket seen for the first time
+//! gets the same client bound to its name ([`S3Store::with_bucket`]), which needs no IO, so the
+//! resolver stays synchronous.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use floe_checkpoint::{CheckpointStore, ObjectStoreCheckpoint};
+use floe_core::{Error, ErrorKind, ObjectChange, Provider, Result};
+use floe_storage::{ObjectStore, S3Store, S3StoreConfig};
+
+use crate::config::StoreSettings;
+use crate::pipeline::StoreResolver;
+
+/// The bucket name the template client is built with when no bucket is known yet (it is only
+/// ever used through [`S3Store::with_bucket`]).
+const UNBOUND: &str = "floe-unbound";
+
+/// Build an [`S3Store`] for `bucket` with `settings`.
+pub async fn open_s3(
+    provider: Provider,
+    bucket: &str,
+    settings: &StoreSettings,
+) -> Result<S3Store> {
+    let mut config = S3StoreConfig::new(provider, bucket).with_path_style(settings.path_style);
+    if let Some(e) = &settings.endpoint {
+        config = config.with_endpoint(e);
+    }
+    if let Some(r) = &settings.region {
+        config = config.with_region(r);
+    }
+    if let (Some(id), Some(secret)) = (&settings.access_key_id, &settings.secret_access_key) {
+        config = config.with_keys(id, secret.clone(), settings.session_token.clone());
+    }
+    S3Store::new(config).await
+}
+
+/// The checkpoint table as objects under `prefix` in `bucket`.
+pub async fn open_object_store_checkpoint(
+    provider: Provider,
+    bucket: &str,
+    prefix: &str,
+    settings: &StoreSettings,
+) -> Result<Arc<dyn CheckpointStore>> {
+    let store = open_s3(provider, bucket, settings)
+        .await
+        .map_err(|e| e.while_doing(format!("failed to open the checkpoint bucket {bucket}")))?;
+    Ok(Arc::new(ObjectStoreCheckpoint::new(
+        Arc::new(store),
+        prefix,
+    )))
+}
+
+/// A [`StoreResolver`] for cloud buckets: one store per (provider, bucket), created lazily and
+/// shared.
+#[derive(Debug)]
+pub struct BucketStores {
+    provider: Provider,
+    template: S3Store,
+    bound: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+}
+
+impl BucketStores {
+    /// Build the client for `provider` with `settings`; `first_bucket` (the listing's bucket,
+    /// when there is one) is bound at once.
+    pub async fn open(
+        provider: Provider,
+        settings: &StoreSettings,
+        first_bucket: Option<&str>,
+    ) -> Result<Self> {
+        let template = open_s3(provider, first_bucket.unwrap_or(UNBOUND), settings)
+            .await
+            .map_err(|e| e.while_doing("failed to set up the source's object store"))?;
+        Ok(BucketStores {
+            provider,
+            template,
+            bound: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The store of `bucket`.
+    pub fn bucket(&self, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+        let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = bound.get(bucket) {
+            return Ok(s.clone());
+        }
+        let store: Arc<dyn ObjectStore> = Arc::new(self.template.with_bucket(bucket)?);
+        bound.insert(bucket.to_owned(), store.clone());
+        Ok(store)
+    }
+
+    /// The provider its stores serve.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+}
+
+impl StoreResolver for BucketStores {
+    fn store(&self, change: &ObjectChange) -> Result<Arc<dyn ObjectStore>> {
+        if change.provider != self.provider {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "{} names a {:?} bucket, but the source reads {:?} buckets",
+                    change.url(),
+                    change.provider,
+                    self.provider
+                ),
+            )
+            .with_retryable(false));
+        }
+        self.bucket(&change.bucket)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(provider: Provider, bucket: &str) -> ObjectChange {
+        ObjectChange {
+            operation: floe_core::Operation::Created,
+            provider,
+            bucket: bucket.into(),
+            key: "k".into(),
+            region: None,
+            size: None,
+            etag: None,
+            version_id: None,
+            sequencer: None,
+            event_time: None,
+            event_name: String::new(),
+            message_id: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn one_store_per_bucket_shared_and_the_provider_checked() {
+        let settings = StoreSettings {
+            endpoint: Some("http://127.0.0.1:9".into()),
+            region: Some("us-east-1".into()),
+            path_style: true,
+            access_key_id: Some("AK".into()),
+            secret_access_key: Some("SK".into()),
+            session_token: None,
+        };
+        let stores = BucketStores::open(Provider::S3, &settings, Some("first"))
+            .await
+            .unwrap();
+        let a = stores.store(&change(Provider::S3, "a")).unwrap();
+        let a2 = stores.store(&change(Provider::S3, "a")).unwrap();
+        assert!(Arc::ptr_eq(&a, &a2));
+        assert_eq!(a.url("x/y"), "s3://a/x/y");
+        assert_eq!(stores.bucket("first").unwrap().bucket(), "first");
+        let e = stores.store(&change(Provider::Oss, "a")).unwrap_err();
+        assert!(e.to_string().contains("oss://a/k"), "{e}");
+        assert!(stores.store(&change(Provider::S3, "a/b")).is_err());
+    }
+}
