@@ -1,6 +1,7 @@
 //! Test support: local servers, protocol emulators and independent read-back checks.
 //!
 //! - [`mns`]: an MNS queue emulator serving real HTTP on 127.0.0.1.
+//! - [`lambda`]: a Lambda Runtime API emulator serving real HTTP on 127.0.0.1.
 //! - [`maxcompute`]: a MaxCompute REST and Tunnel emulator serving real HTTP on 127.0.0.1.
 //! - [`pyiceberg`]: reading tables back with pyiceberg.
 //! - [`lakana`]: lakana-server, the Iceberg REST catalog stand-in (from the floe venv).
@@ -12,6 +13,7 @@
 //!   and the one-request-at-a-time front used before `s3s-fs` for compare-and-set tests.
 
 pub mod lakana;
+pub mod lambda;
 pub mod maxcompute;
 pub mod mns;
 pub mod moto;
