@@ -1,6 +1,7 @@
 //! Test support: local servers, protocol emulators and independent read-back checks.
 //!
 //! - [`mns`]: an MNS queue emulator serving real HTTP on 127.0.0.1.
+//! - [`functions`]: running a function binary under the Lambda emulator or as an FC server.
 //! - [`lambda`]: a Lambda Runtime API emulator serving real HTTP on 127.0.0.1.
 //! - [`maxcompute`]: a MaxCompute REST and Tunnel emulator serving real HTTP on 127.0.0.1.
 //! - [`pyiceberg`]: reading tables back with pyiceberg.
@@ -12,6 +13,7 @@
 //! - [`servers`]: launchers for real local servers (`s3s-fs`, `moto_server`) on free ports,
 //!   and the one-request-at-a-time front used before `s3s-fs` for compare-and-set tests.
 
+pub mod functions;
 pub mod lakana;
 pub mod lambda;
 pub mod maxcompute;
