@@ -113,5 +113,5 @@ bench: test-deps
 	bench/tunnel_encode.sh
 
 # Process start to first response of each function binary (Lambda and FC), and stripped sizes.
-bench-functions: test-deps
+bench-functions:
 	bench/functions.sh
