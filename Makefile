@@ -10,13 +10,27 @@ export FLOE_TOOLS ?= $(FLOE_CACHE)/tools
 PYTHON ?= python3
 S3S_FS_VERSION := 0.14.1
 
-.PHONY: demo test test-deps lint build bench clean-demo help
+# The deployable functions (crates functions/<name>, binaries floe-<name>).
+FUNCTIONS := ingest poll commit backfill
+# `make package PACKAGE_TARGET=<triple>` cross-builds (the target must be installed); empty: this
+# machine. Packages go to $(DIST)/<function>/bootstrap.zip (and the bare bootstrap beside it).
+PACKAGE_TARGET ?=
+DIST ?= dist/local
+BIN_DIR = $(CARGO_TARGET_DIR)/$(if $(PACKAGE_TARGET),$(PACKAGE_TARGET)/,)release
+# Which ingest function deploy-fc deploys: ingest (OSS trigger) or ingest-mns (MNS topic trigger).
+FC_INGEST ?= ingest
+
+.PHONY: demo test test-deps lint lint-templates build package package-fc package-lambda deploy-aws deploy-fc bench bench-functions clean-demo help
 
 help:
 	@echo "make demo       build floe and run the demo (local folder -> local Iceberg warehouse in ./demo)"
 	@echo "make test       install test dependencies, then run every check and test"
 	@echo "make bench      run the benchmarks against the pyiceberg / pyodps baselines (not part of test)"
-	@echo "make build      release binaries"
+	@echo "make build      release binaries (the floe command and the four functions)"
+	@echo "make package    one bootstrap.zip per function in $(DIST)/<function>/ (PACKAGE_TARGET=<triple> to cross-build)"
+	@echo "make deploy-aws build with sam (cargo-lambda) and deploy template.yaml: needs sam, cargo-lambda, AWS credentials"
+	@echo "make deploy-fc  package for FC (x86_64 musl) and deploy s.yaml: needs s (Serverless Devs), Alibaba Cloud credentials"
+	@echo "make bench-functions  start-up time and stripped size of each function binary"
 
 demo:
 	cargo run -p floe -- demo
@@ -37,18 +51,67 @@ $(FLOE_VENV)/.installed: tests/requirements.txt
 $(FLOE_TOOLS)/bin/s3s-fs:
 	cargo install s3s-fs@$(S3S_FS_VERSION) --features binary --locked --root $(FLOE_TOOLS)
 
-lint:
+lint: lint-templates
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+# template.yaml through cfn-lint (with the SAM transform); s.yaml checked for FC 3.0's fields.
+lint-templates: $(FLOE_VENV)/.installed
+	$(FLOE_VENV)/bin/cfn-lint template.yaml
+	$(FLOE_VENV)/bin/python tests/py/check_s_yaml.py s.yaml
 
 test: test-deps lint
 	cargo test --workspace
 
 build:
-	cargo build --release --workspace --bins
+	cargo build --release --workspace --bins $(if $(PACKAGE_TARGET),--target $(PACKAGE_TARGET),)
+
+# One zip per function holding its binary renamed `bootstrap` (what Lambda's provided.al2023
+# and FC's custom runtime start).
+package:
+	cargo build --release $(foreach f,$(FUNCTIONS),-p floe-$(f)) $(if $(PACKAGE_TARGET),--target $(PACKAGE_TARGET),)
+	@for f in $(FUNCTIONS); do \
+		mkdir -p $(DIST)/$$f && rm -f $(DIST)/$$f/bootstrap.zip && \
+		cp $(BIN_DIR)/floe-$$f $(DIST)/$$f/bootstrap && chmod 755 $(DIST)/$$f/bootstrap && \
+		(cd $(DIST)/$$f && zip -q -X bootstrap.zip bootstrap) && \
+		echo "$(DIST)/$$f/bootstrap.zip ($$(stat -c %s $(DIST)/$$f/bootstrap.zip) bytes)"; \
+	done
+
+# FC 3.0 custom runtimes are x86_64 Debian 10 (glibc 2.28): a static musl build runs there.
+# Needs `rustup target add x86_64-unknown-linux-musl` and musl-tools (musl-gcc).
+package-fc:
+	$(MAKE) package PACKAGE_TARGET=x86_64-unknown-linux-musl DIST=dist/fc
+
+# Lambda zips for manual uploads (arm64, provided.al2023); `make deploy-aws` builds through
+# `sam build` instead. Needs the aarch64 target and a linker for it (or use cargo-lambda).
+package-lambda:
+	$(MAKE) package PACKAGE_TARGET=aarch64-unknown-linux-gnu DIST=dist/lambda
+
+# AWS: sam builds each function with cargo-lambda (BuildMethod rust-cargolambda, a beta
+# feature of sam) and deploys template.yaml; the first run asks for the parameters.
+deploy-aws:
+	sam build --beta-features
+	sam deploy --guided
+
+# Alibaba Cloud: package for FC, then deploy s.yaml's functions with Serverless Devs
+# (`s config add` first). Settings come from FLOE_REGION, FLOE_SOURCE_BUCKET, FLOE_STATE_BUCKET
+# and FLOE_TABLE_BUCKET_ARN.
+deploy-fc:
+	@for v in FLOE_REGION FLOE_SOURCE_BUCKET FLOE_STATE_BUCKET FLOE_TABLE_BUCKET_ARN; do \
+		if [ -z "$$(printenv $$v)" ]; then echo "set $$v (see README: deploying to Function Compute)"; exit 2; fi; \
+	done
+	$(MAKE) package-fc
+	s $(FC_INGEST) deploy -y
+	s poll deploy -y
+	s commit deploy -y
+	s backfill deploy -y
 
 bench: test-deps
 	$(FLOE_VENV)/bin/pip install --quiet -r bench/requirements.txt
 	cargo build --release -p floe
 	$(CARGO_TARGET_DIR)/release/floe bench --python $(FLOE_VENV)/bin/python
 	bench/tunnel_encode.sh
+
+# Process start to first response of each function binary (Lambda and FC), and stripped sizes.
+bench-functions:
+	bench/functions.sh

@@ -81,6 +81,34 @@ impl Pipeline {
         Ok(report)
     }
 
+    /// Land what changed in the local folder source under `prefixes` (all the source's when
+    /// empty), batch by batch, starting no batch after `stop_at`; nothing is committed. Returns
+    /// the report and whether every change found was attempted (false: the rest waits for the
+    /// next pass). The functions' local-source poll and backfill.
+    pub async fn ingest_local_until(
+        &self,
+        stop_at: std::time::Instant,
+        prefixes: &[String],
+    ) -> Result<(RunReport, bool)> {
+        let mut scan = self.scan_local().await?;
+        if !prefixes.is_empty() {
+            scan.changes
+                .retain(|c| prefixes.iter().any(|p| c.key.starts_with(p.as_str())));
+        }
+        let mut report = RunReport {
+            changes: scan.changes.len(),
+            unchanged: scan.unchanged,
+            ..Default::default()
+        };
+        for batch in self.batches(&scan.changes) {
+            if std::time::Instant::now() >= stop_at {
+                return Ok((report, false));
+            }
+            report.batches.push(self.ingest(batch).await?);
+        }
+        Ok((report, true))
+    }
+
     /// Run until `stop` resolves: rescan every `poll-interval-ms`, commit when due. Calls
     /// `on_pass` after each pass. Staged work is committed before returning.
     pub async fn watch<F, S>(&self, mut on_pass: F, stop: S) -> Result<()>

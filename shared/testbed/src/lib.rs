@@ -1,6 +1,8 @@
 //! Test support: local servers, protocol emulators and independent read-back checks.
 //!
 //! - [`mns`]: an MNS queue emulator serving real HTTP on 127.0.0.1.
+//! - [`functions`]: running a function binary under the Lambda emulator or as an FC server.
+//! - [`lambda`]: a Lambda Runtime API emulator serving real HTTP on 127.0.0.1.
 //! - [`maxcompute`]: a MaxCompute REST and Tunnel emulator serving real HTTP on 127.0.0.1.
 //! - [`pyiceberg`]: reading tables back with pyiceberg.
 //! - [`recorder`]: an HTTP server that records requests and answers as a test says.
@@ -9,6 +11,8 @@
 //!   `moto_server` (S3 / SQS / S3 Tables), `lakana-server` (Iceberg REST); and the
 //!   one-request-at-a-time front used before `s3s-fs` for compare-and-set tests.
 
+pub mod functions;
+pub mod lambda;
 pub mod maxcompute;
 pub mod mns;
 pub mod pyiceberg;

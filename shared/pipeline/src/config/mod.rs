@@ -55,6 +55,11 @@ pub use maxcompute::{RouteMaxCompute, RouteTargets, RowKinds};
 pub use opts::Opts;
 pub use source::{CloudSourceConfig, ListingConfig, QueueConfig, StoreSettings};
 
+/// The environment variable naming a deployed function's config file.
+pub const CONFIG_PATH_ENV: &str = "FLOE_CONFIG";
+/// The environment variable holding a deployed function's config as TOML text.
+pub const CONFIG_TEXT_ENV: &str = "FLOE_CONFIG_TOML";
+
 /// The whole configuration.
 #[derive(Clone, Debug)]
 pub struct FloeConfig {
@@ -245,6 +250,30 @@ impl FloeConfig {
         })?;
         let properties = path.extension().is_some_and(|e| e == "properties");
         Self::from_raw(parse(&text, properties)?, &base)
+    }
+
+    /// The configuration of a deployed function, read once at start: the file named by
+    /// `FLOE_CONFIG`, else the TOML text of `FLOE_CONFIG_TOML` (relative paths taken from the
+    /// working directory). Neither set is a configuration error naming both.
+    pub fn from_env() -> Result<Self> {
+        if let Some(path) = std::env::var_os(CONFIG_PATH_ENV).filter(|v| !v.is_empty()) {
+            return Self::load(Path::new(&path));
+        }
+        match std::env::var(CONFIG_TEXT_ENV) {
+            Ok(text) if !text.trim().is_empty() => {
+                let base = std::env::current_dir().map_err(|e| {
+                    Error::from(e).while_doing("failed to read the working directory")
+                })?;
+                Self::from_raw(parse(&text, false)?, &base)
+                    .map_err(|e| e.with_context("from", CONFIG_TEXT_ENV))
+            }
+            _ => Err(Error::config(
+                CONFIG_PATH_ENV,
+                format!(
+                    "set {CONFIG_PATH_ENV} to a config file, or {CONFIG_TEXT_ENV} to its TOML text"
+                ),
+            )),
+        }
     }
 
     /// Validate parsed sections; relative paths are taken from `base`.

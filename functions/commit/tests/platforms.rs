@@ -1,0 +1,167 @@
+//! `floe-commit` as each platform runs it: rows staged by the pipeline are committed by the
+//! binary on a schedule event (EventBridge under the Lambda Runtime API emulator, an FC timer
+//! trigger) and over an FC HTTP trigger, then read back with pyiceberg.
+
+use std::path::Path;
+use std::time::Duration;
+
+use floe_pipeline::{FloeConfig, Pipeline};
+use floe_testbed::functions::FunctionDir;
+use floe_testbed::lambda::LambdaRuntimeApi;
+use serde_json::Value;
+
+const CONFIG: &str = r#"
+[source]
+type = "local"
+folder = "bucket"
+bucket = "floe-src"
+
+[iceberg]
+catalog.type = "sql"
+catalog.uri = "catalog.db"
+catalog.warehouse = "warehouse"
+
+[checkpoint]
+path = "checkpoint.db"
+
+[commit]
+interval-ms = 0
+
+[[routes]]
+prefix = "events/"
+format = "ndjson"
+table = "test.events"
+"#;
+
+const BIN: &str = env!("CARGO_BIN_EXE_floe-commit");
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/events")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// Put objects with ids `ids` under `events/` and stage them with the pipeline (as ingest would).
+async fn stage(dir: &FunctionDir, name: &str, ids: &[i64]) {
+    let body: String = ids.iter().map(|id| format!("{{\"id\":{id}}}\n")).collect();
+    dir.put(&format!("events/{name}.json"), body.as_bytes())
+        .unwrap();
+    let pipeline = Pipeline::open(FloeConfig::load(&dir.config()).unwrap())
+        .await
+        .unwrap();
+    let (report, complete) = pipeline
+        .ingest_local_until(std::time::Instant::now() + Duration::from_secs(60), &[])
+        .await
+        .unwrap();
+    assert!(complete && report.failures().is_empty());
+}
+
+fn ids(dir: &FunctionDir) -> (Vec<i64>, usize) {
+    let t = dir.read_table("test.events");
+    let mut ids: Vec<i64> = t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    (ids, t["snapshots"].as_array().unwrap().len())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lambda_schedule_event_commits_what_was_staged() {
+    let dir = FunctionDir::new(CONFIG).unwrap();
+    stage(&dir, "a", &[1, 2, 3]).await;
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let function = dir.spawn_lambda(Path::new(BIN), &api, &[]).unwrap();
+
+    let wait = Duration::from_secs(60);
+    let r = api
+        .call(&fixture("eventbridge_schedule.json"), wait)
+        .await
+        .unwrap()
+        .json();
+    let commits = r["commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 1, "{r}\n{}", function.log_tail());
+    assert_eq!(commits[0]["rows"], 3);
+    assert_eq!(ids(&dir), (vec![1, 2, 3], 1));
+
+    // Nothing staged: nothing committed, no new snapshot.
+    let r = api
+        .call(&fixture("eventbridge_schedule.json"), wait)
+        .await
+        .unwrap()
+        .json();
+    assert_eq!(r["commits"], Value::Array(vec![]));
+    assert!(
+        function.log().contains("\"commits\":1"),
+        "EMF line with commits"
+    );
+    assert_eq!(ids(&dir).1, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fc_timer_and_http_triggers_commit_and_a_short_deadline_is_a_retryable_failure() {
+    let dir = FunctionDir::new(CONFIG).unwrap();
+    let function = dir.spawn_fc(Path::new(BIN), &[]).unwrap();
+    let invoke = |id: &'static str, timeout: &'static str| {
+        vec![
+            ("x-fc-request-id", id),
+            ("x-fc-control-path", "/invoke"),
+            ("x-fc-function-timeout", timeout),
+        ]
+    };
+
+    stage(&dir, "a", &[1, 2]).await;
+    let r = function
+        .fc(
+            "POST",
+            "/invoke",
+            &invoke("t1", "60"),
+            &fixture("fc_timer_trigger.json"),
+        )
+        .unwrap();
+    assert_eq!((r.status, r.header("x-fc-status")), (200, Some("200")));
+    assert_eq!(r.json()["commits"][0]["rows"], 2);
+
+    stage(&dir, "b", &[3]).await;
+    let r = function
+        .fc(
+            "POST",
+            "/commit?force=true",
+            &[("x-fc-request-id", "h1")],
+            b"",
+        )
+        .unwrap();
+    assert_eq!((r.status, r.header("x-fc-status")), (200, Some("200")));
+    assert_eq!(r.json()["commits"][0]["rows"], 1);
+    assert_eq!(ids(&dir), (vec![1, 2, 3], 2));
+
+    // Less time than the stop margin: refused before starting, Retryable, x-fc-status 404.
+    stage(&dir, "c", &[4]).await;
+    let r = function
+        .fc(
+            "POST",
+            "/invoke",
+            &invoke("t2", "3"),
+            &fixture("fc_timer_trigger.json"),
+        )
+        .unwrap();
+    assert_eq!((r.status, r.header("x-fc-status")), (404, Some("404")));
+    assert_eq!(r.json()["errorType"], "Retryable");
+    assert_eq!(r.json()["errorKind"], "deadline");
+    // The next run commits it.
+    let r = function
+        .fc(
+            "POST",
+            "/invoke",
+            &invoke("t3", "60"),
+            &fixture("fc_timer_trigger.json"),
+        )
+        .unwrap();
+    assert_eq!(r.json()["commits"][0]["rows"], 1);
+    assert_eq!(ids(&dir), (vec![1, 2, 3, 4], 3));
+}
