@@ -6,50 +6,32 @@ use std::path::Path;
 use std::time::Duration;
 
 use floe_pipeline::{FloeConfig, Pipeline};
-use floe_testbed::functions::FunctionDir;
+use floe_testbed::functions::{FunctionDir, LOCAL_CONFIG, event_fixture};
 use floe_testbed::lambda::LambdaRuntimeApi;
 use serde_json::Value;
 
-const CONFIG: &str = r#"
-[source]
-type = "local"
-folder = "bucket"
-bucket = "floe-src"
-
-[iceberg]
-catalog.type = "sql"
-catalog.uri = "catalog.db"
-catalog.warehouse = "warehouse"
-
-[checkpoint]
-path = "checkpoint.db"
-
+/// What follows [`LOCAL_CONFIG`] in this test's configuration.
+const ROUTES: &str = r#"
 [[routes]]
 format = "ndjson"
 table = "test.events"
 "#;
 
-const BIN: &str = env!("CARGO_BIN_EXE_floe-backfill");
-
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/events")
-            .join(name),
-    )
-    .unwrap()
+fn config() -> String {
+    format!("{LOCAL_CONFIG}{ROUTES}")
 }
 
+const BIN: &str = env!("CARGO_BIN_EXE_floe-backfill");
+
 fn setup() -> FunctionDir {
-    let dir = FunctionDir::new(CONFIG).unwrap();
+    let dir = FunctionDir::new(&config()).unwrap();
     for (key, ids) in [
         ("logs/a.json", &[1, 2][..]),
         ("logs/b.json", &[3][..]),
         ("events/c.json", &[4][..]),
         ("other/d.json", &[5][..]),
     ] {
-        let body: String = ids.iter().map(|id| format!("{{\"id\":{id}}}\n")).collect();
-        dir.put(key, body.as_bytes()).unwrap();
+        dir.put_ids(key, ids).unwrap();
     }
     dir
 }
@@ -59,15 +41,7 @@ async fn commit_and_read(dir: &FunctionDir) -> Vec<i64> {
         .await
         .unwrap();
     pipeline.commit(true).await.unwrap();
-    let t = dir.read_table("test.events");
-    let mut ids: Vec<i64> = t["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort();
-    ids
+    dir.ids("test.events").0
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -79,7 +53,7 @@ async fn lambda_function_url_backfills_the_requested_prefix() {
 
     // The function URL event asks for prefix=logs/ (query) and SNAPSHOT (body).
     let r = api
-        .call(&fixture("function_url_backfill.json"), wait)
+        .call(&event_fixture("function_url_backfill.json"), wait)
         .await
         .unwrap()
         .json();
@@ -92,7 +66,8 @@ async fn lambda_function_url_backfills_the_requested_prefix() {
     );
 
     // A bad request answers 400 through the function URL (the invocation itself succeeds).
-    let mut bad: Value = serde_json::from_slice(&fixture("function_url_backfill.json")).unwrap();
+    let mut bad: Value =
+        serde_json::from_slice(&event_fixture("function_url_backfill.json")).unwrap();
     bad["rawQueryString"] = "mode=EVERYTHING".into();
     let r = api
         .call(bad.to_string().as_bytes(), wait)

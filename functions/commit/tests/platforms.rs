@@ -6,24 +6,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use floe_pipeline::{FloeConfig, Pipeline};
-use floe_testbed::functions::FunctionDir;
+use floe_testbed::functions::{FunctionDir, LOCAL_CONFIG, event_fixture};
 use floe_testbed::lambda::LambdaRuntimeApi;
 use serde_json::Value;
 
-const CONFIG: &str = r#"
-[source]
-type = "local"
-folder = "bucket"
-bucket = "floe-src"
-
-[iceberg]
-catalog.type = "sql"
-catalog.uri = "catalog.db"
-catalog.warehouse = "warehouse"
-
-[checkpoint]
-path = "checkpoint.db"
-
+/// What follows [`LOCAL_CONFIG`] in this test's configuration.
+const ROUTES: &str = r#"
 [commit]
 interval-ms = 0
 
@@ -33,22 +21,15 @@ format = "ndjson"
 table = "test.events"
 "#;
 
-const BIN: &str = env!("CARGO_BIN_EXE_floe-commit");
-
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/events")
-            .join(name),
-    )
-    .unwrap()
+fn config() -> String {
+    format!("{LOCAL_CONFIG}{ROUTES}")
 }
+
+const BIN: &str = env!("CARGO_BIN_EXE_floe-commit");
 
 /// Put objects with ids `ids` under `events/` and stage them with the pipeline (as ingest would).
 async fn stage(dir: &FunctionDir, name: &str, ids: &[i64]) {
-    let body: String = ids.iter().map(|id| format!("{{\"id\":{id}}}\n")).collect();
-    dir.put(&format!("events/{name}.json"), body.as_bytes())
-        .unwrap();
+    dir.put_ids(&format!("events/{name}.json"), ids).unwrap();
     let pipeline = Pipeline::open(FloeConfig::load(&dir.config()).unwrap())
         .await
         .unwrap();
@@ -59,39 +40,27 @@ async fn stage(dir: &FunctionDir, name: &str, ids: &[i64]) {
     assert!(complete && report.failures().is_empty());
 }
 
-fn ids(dir: &FunctionDir) -> (Vec<i64>, usize) {
-    let t = dir.read_table("test.events");
-    let mut ids: Vec<i64> = t["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort();
-    (ids, t["snapshots"].as_array().unwrap().len())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn lambda_schedule_event_commits_what_was_staged() {
-    let dir = FunctionDir::new(CONFIG).unwrap();
+    let dir = FunctionDir::new(&config()).unwrap();
     stage(&dir, "a", &[1, 2, 3]).await;
     let api = LambdaRuntimeApi::start().await.unwrap();
     let function = dir.spawn_lambda(Path::new(BIN), &api, &[]).unwrap();
 
     let wait = Duration::from_secs(60);
     let r = api
-        .call(&fixture("eventbridge_schedule.json"), wait)
+        .call(&event_fixture("eventbridge_schedule.json"), wait)
         .await
         .unwrap()
         .json();
     let commits = r["commits"].as_array().unwrap();
     assert_eq!(commits.len(), 1, "{r}\n{}", function.log_tail());
     assert_eq!(commits[0]["rows"], 3);
-    assert_eq!(ids(&dir), (vec![1, 2, 3], 1));
+    assert_eq!(dir.ids("test.events"), (vec![1, 2, 3], 1));
 
     // Nothing staged: nothing committed, no new snapshot.
     let r = api
-        .call(&fixture("eventbridge_schedule.json"), wait)
+        .call(&event_fixture("eventbridge_schedule.json"), wait)
         .await
         .unwrap()
         .json();
@@ -100,12 +69,12 @@ async fn lambda_schedule_event_commits_what_was_staged() {
         function.log().contains("\"commits\":1"),
         "EMF line with commits"
     );
-    assert_eq!(ids(&dir).1, 1);
+    assert_eq!(dir.ids("test.events").1, 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fc_timer_and_http_triggers_commit_and_a_short_deadline_is_a_retryable_failure() {
-    let dir = FunctionDir::new(CONFIG).unwrap();
+    let dir = FunctionDir::new(&config()).unwrap();
     let function = dir.spawn_fc(Path::new(BIN), &[]).unwrap();
     let invoke = |id: &'static str, timeout: &'static str| {
         vec![
@@ -121,7 +90,7 @@ async fn fc_timer_and_http_triggers_commit_and_a_short_deadline_is_a_retryable_f
             "POST",
             "/invoke",
             &invoke("t1", "60"),
-            &fixture("fc_timer_trigger.json"),
+            &event_fixture("fc_timer_trigger.json"),
         )
         .unwrap();
     assert_eq!((r.status, r.header("x-fc-status")), (200, Some("200")));
@@ -138,7 +107,7 @@ async fn fc_timer_and_http_triggers_commit_and_a_short_deadline_is_a_retryable_f
         .unwrap();
     assert_eq!((r.status, r.header("x-fc-status")), (200, Some("200")));
     assert_eq!(r.json()["commits"][0]["rows"], 1);
-    assert_eq!(ids(&dir), (vec![1, 2, 3], 2));
+    assert_eq!(dir.ids("test.events"), (vec![1, 2, 3], 2));
 
     // Less time than the stop margin: refused before starting, Retryable, x-fc-status 404.
     stage(&dir, "c", &[4]).await;
@@ -147,7 +116,7 @@ async fn fc_timer_and_http_triggers_commit_and_a_short_deadline_is_a_retryable_f
             "POST",
             "/invoke",
             &invoke("t2", "3"),
-            &fixture("fc_timer_trigger.json"),
+            &event_fixture("fc_timer_trigger.json"),
         )
         .unwrap();
     assert_eq!((r.status, r.header("x-fc-status")), (404, Some("404")));
@@ -159,9 +128,9 @@ async fn fc_timer_and_http_triggers_commit_and_a_short_deadline_is_a_retryable_f
             "POST",
             "/invoke",
             &invoke("t3", "60"),
-            &fixture("fc_timer_trigger.json"),
+            &event_fixture("fc_timer_trigger.json"),
         )
         .unwrap();
     assert_eq!(r.json()["commits"][0]["rows"], 1);
-    assert_eq!(ids(&dir), (vec![1, 2, 3, 4], 3));
+    assert_eq!(dir.ids("test.events"), (vec![1, 2, 3, 4], 3));
 }

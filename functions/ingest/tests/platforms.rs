@@ -8,24 +8,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use floe_pipeline::{FloeConfig, Pipeline};
-use floe_testbed::functions::FunctionDir;
+use floe_testbed::functions::{FunctionDir, LOCAL_CONFIG, event_fixture};
 use floe_testbed::lambda::{LambdaResult, LambdaRuntimeApi};
 use serde_json::{Value, json};
 
-const CONFIG: &str = r#"
-[source]
-type = "local"
-folder = "bucket"
-bucket = "floe-src"
-
-[iceberg]
-catalog.type = "sql"
-catalog.uri = "catalog.db"
-catalog.warehouse = "warehouse"
-
-[checkpoint]
-path = "checkpoint.db"
-
+/// What follows [`LOCAL_CONFIG`] in this test's configuration.
+const ROUTES: &str = r#"
 [dead-letter]
 path = "dead-letter"
 
@@ -48,20 +36,15 @@ mode = "metadata"
 table = "test.objects"
 "#;
 
-const BIN: &str = env!("CARGO_BIN_EXE_floe-ingest");
-
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/events")
-            .join(name),
-    )
-    .unwrap()
+fn config() -> String {
+    format!("{LOCAL_CONFIG}{ROUTES}")
 }
+
+const BIN: &str = env!("CARGO_BIN_EXE_floe-ingest");
 
 /// The folder with the objects every fixture event names (decoded keys).
 fn setup() -> FunctionDir {
-    let dir = FunctionDir::new(CONFIG).unwrap();
+    let dir = FunctionDir::new(&config()).unwrap();
     let rows = |ids: &[i64], src: &str| -> Vec<u8> {
         ids.iter()
             .map(|id| format!("{{\"id\":{id},\"src\":\"{src}\"}}\n"))
@@ -135,7 +118,7 @@ async fn lambda_s3_and_sqs_events_land_once_and_only_failed_messages_are_reporte
     // S3 notification: a put (2 rows), a multipart upload (metadata route), a delete marker
     // (no records of a removal).
     let r = api
-        .call(&fixture("s3_notification.json"), WAIT)
+        .call(&event_fixture("s3_notification.json"), WAIT)
         .await
         .unwrap();
     let summary = r.json();
@@ -144,7 +127,10 @@ async fn lambda_s3_and_sqs_events_land_once_and_only_failed_messages_are_reporte
 
     // SQS batch of the fixture: the S3 message again (duplicates), a body that is not JSON, a
     // test event, moto's event. Only the unreadable message is reported.
-    let r = api.call(&fixture("sqs_event.json"), WAIT).await.unwrap();
+    let r = api
+        .call(&event_fixture("sqs_event.json"), WAIT)
+        .await
+        .unwrap();
     assert_eq!(
         r.json(),
         json!({"batchItemFailures": [{"itemIdentifier": "2e1424d4-f796-459a-8184-9c92662be6da"}]}),
@@ -242,7 +228,10 @@ async fn lambda_start_up_failure_is_reported_as_an_init_error() {
             &api,
             &[
                 ("FLOE_CONFIG".into(), String::new()),
-                ("FLOE_CONFIG_TOML".into(), format!("{CONFIG}batch = 1\n")),
+                (
+                    "FLOE_CONFIG_TOML".into(),
+                    format!("{}batch = 1\n", config()),
+                ),
             ],
         )
         .unwrap();
@@ -294,7 +283,7 @@ async fn fc_oss_mns_and_http_triggers_land_once_and_failures_set_x_fc_status() {
             "POST",
             "/invoke",
             &fc_headers("fc-oss-1"),
-            &fixture("fc_oss_trigger.json"),
+            &event_fixture("fc_oss_trigger.json"),
         )
         .unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -308,7 +297,7 @@ async fn fc_oss_mns_and_http_triggers_land_once_and_failures_set_x_fc_status() {
             "POST",
             "/invoke",
             &fc_headers("fc-mns-1"),
-            &fixture("fc_mns_queue_trigger.json"),
+            &event_fixture("fc_mns_queue_trigger.json"),
         )
         .unwrap();
     assert_eq!((r.status, r.json()["rows"].clone()), (200, json!(2)));
@@ -317,7 +306,7 @@ async fn fc_oss_mns_and_http_triggers_land_once_and_failures_set_x_fc_status() {
             "POST",
             "/invoke",
             &fc_headers("fc-mns-2"),
-            &fixture("fc_mns_topic_trigger.json"),
+            &event_fixture("fc_mns_topic_trigger.json"),
         )
         .unwrap();
     assert_eq!((r.status, r.json()["rows"].clone()), (200, json!(0)));
@@ -331,7 +320,7 @@ async fn fc_oss_mns_and_http_triggers_land_once_and_failures_set_x_fc_status() {
                 ("x-fc-request-id", "fc-http-1"),
                 ("content-type", "application/json"),
             ],
-            &fixture("moto_s3_body.json"),
+            &event_fixture("moto_s3_body.json"),
         )
         .unwrap();
     assert_eq!((r.status, r.header("x-fc-status")), (200, Some("200")));

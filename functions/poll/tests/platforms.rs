@@ -6,44 +6,25 @@ use std::path::Path;
 use std::time::Duration;
 
 use floe_pipeline::{FloeConfig, Pipeline};
-use floe_testbed::functions::FunctionDir;
+use floe_testbed::functions::{FunctionDir, LOCAL_CONFIG, event_fixture};
 use floe_testbed::lambda::LambdaRuntimeApi;
 
-const CONFIG: &str = r#"
-[source]
-type = "local"
-folder = "bucket"
-bucket = "floe-src"
-
-[iceberg]
-catalog.type = "sql"
-catalog.uri = "catalog.db"
-catalog.warehouse = "warehouse"
-
-[checkpoint]
-path = "checkpoint.db"
-
+/// What follows [`LOCAL_CONFIG`] in this test's configuration.
+const ROUTES: &str = r#"
 [[routes]]
 prefix = "events/"
 format = "ndjson"
 table = "test.events"
 "#;
 
-const BIN: &str = env!("CARGO_BIN_EXE_floe-poll");
-
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/events")
-            .join(name),
-    )
-    .unwrap()
+fn config() -> String {
+    format!("{LOCAL_CONFIG}{ROUTES}")
 }
 
+const BIN: &str = env!("CARGO_BIN_EXE_floe-poll");
+
 fn put(dir: &FunctionDir, name: &str, ids: &[i64]) {
-    let body: String = ids.iter().map(|id| format!("{{\"id\":{id}}}\n")).collect();
-    dir.put(&format!("events/{name}.json"), body.as_bytes())
-        .unwrap();
+    dir.put_ids(&format!("events/{name}.json"), ids).unwrap();
 }
 
 async fn commit_and_read(dir: &FunctionDir) -> Vec<i64> {
@@ -51,27 +32,19 @@ async fn commit_and_read(dir: &FunctionDir) -> Vec<i64> {
         .await
         .unwrap();
     pipeline.commit(true).await.unwrap();
-    let t = dir.read_table("test.events");
-    let mut ids: Vec<i64> = t["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort();
-    ids
+    dir.ids("test.events").0
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lambda_schedule_event_polls_the_source() {
-    let dir = FunctionDir::new(CONFIG).unwrap();
+    let dir = FunctionDir::new(&config()).unwrap();
     put(&dir, "a", &[1, 2]);
     let api = LambdaRuntimeApi::start().await.unwrap();
     let function = dir.spawn_lambda(Path::new(BIN), &api, &[]).unwrap();
     let wait = Duration::from_secs(60);
 
     let r = api
-        .call(&fixture("eventbridge_schedule.json"), wait)
+        .call(&event_fixture("eventbridge_schedule.json"), wait)
         .await
         .unwrap()
         .json();
@@ -87,14 +60,14 @@ async fn lambda_schedule_event_polls_the_source() {
     );
     // A second poll finds nothing new; a new object is picked up by the next.
     let r = api
-        .call(&fixture("eventbridge_schedule.json"), wait)
+        .call(&event_fixture("eventbridge_schedule.json"), wait)
         .await
         .unwrap()
         .json();
     assert_eq!(r["rows"], 0);
     put(&dir, "b", &[3]);
     let r = api
-        .call(&fixture("eventbridge_schedule.json"), wait)
+        .call(&event_fixture("eventbridge_schedule.json"), wait)
         .await
         .unwrap()
         .json();
@@ -105,7 +78,7 @@ async fn lambda_schedule_event_polls_the_source() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fc_timer_and_http_triggers_poll_and_a_short_deadline_sets_x_fc_status() {
-    let dir = FunctionDir::new(CONFIG).unwrap();
+    let dir = FunctionDir::new(&config()).unwrap();
     put(&dir, "a", &[1, 2]);
     let function = dir.spawn_fc(Path::new(BIN), &[]).unwrap();
 
@@ -114,7 +87,7 @@ async fn fc_timer_and_http_triggers_poll_and_a_short_deadline_sets_x_fc_status()
             "POST",
             "/invoke",
             &[("x-fc-request-id", "p1"), ("x-fc-function-timeout", "60")],
-            &fixture("fc_timer_trigger.json"),
+            &event_fixture("fc_timer_trigger.json"),
         )
         .unwrap();
     assert_eq!((r.status, r.header("x-fc-status")), (200, Some("200")));
@@ -134,7 +107,7 @@ async fn fc_timer_and_http_triggers_poll_and_a_short_deadline_sets_x_fc_status()
             "POST",
             "/invoke",
             &[("x-fc-request-id", "p3"), ("x-fc-function-timeout", "5")],
-            &fixture("fc_timer_trigger.json"),
+            &event_fixture("fc_timer_trigger.json"),
         )
         .unwrap();
     assert_eq!((r.status, r.header("x-fc-status")), (404, Some("404")));

@@ -15,6 +15,32 @@ use floe_core::{Error, ErrorKind, Result};
 use crate::lambda::LambdaRuntimeApi;
 use crate::servers::free_port;
 
+/// The head of a function test's configuration: the local folder source `bucket/` (rows carry
+/// the bucket name `floe-src`), the SQL catalog and the checkpoint table in the folder. A test
+/// appends its routes (and any other section).
+pub const LOCAL_CONFIG: &str = r#"
+[source]
+type = "local"
+folder = "bucket"
+bucket = "floe-src"
+
+[iceberg]
+catalog.type = "sql"
+catalog.uri = "catalog.db"
+catalog.warehouse = "warehouse"
+
+[checkpoint]
+path = "checkpoint.db"
+"#;
+
+/// An event of `tests/fixtures/events` (panics when it is missing: for tests).
+pub fn event_fixture(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/events")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
+}
+
 /// A working folder for a function: `floe.toml`, a `bucket/` folder (the local source), and
 /// whatever the configuration puts there (catalog, warehouse, checkpoint table, logs).
 pub struct FunctionDir {
@@ -51,6 +77,30 @@ impl FunctionDir {
         }
         std::fs::write(path, body)?;
         Ok(())
+    }
+
+    /// Write an NDJSON object of the local bucket with one `{"id": …}` row per id.
+    pub fn put_ids(&self, key: &str, ids: &[i64]) -> Result<()> {
+        let body: String = ids.iter().map(|id| format!("{{\"id\":{id}}}\n")).collect();
+        self.put(key, body.as_bytes())
+    }
+
+    /// The `id` column of a table, sorted, and how many snapshots the table has (read with
+    /// pyiceberg; panics on a table without those: for tests).
+    pub fn ids(&self, table: &str) -> (Vec<i64>, usize) {
+        let t = self.read_table(table);
+        let mut ids: Vec<i64> = t["rows"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no rows in {t}"))
+            .iter()
+            .map(|r| {
+                r["id"]
+                    .as_i64()
+                    .unwrap_or_else(|| panic!("row without an id: {r}"))
+            })
+            .collect();
+        ids.sort();
+        (ids, t["snapshots"].as_array().map_or(0, Vec::len))
     }
 
     /// Read a table of the folder's SQL catalog (`catalog.db`, `warehouse/`) with pyiceberg.
