@@ -96,7 +96,7 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
         report.commits.iter().map(|c| c.rows).sum::<u64>(),
     );
     for c in &report.commits {
-        tracing::info!(target_id = %c.target, commit_id = %c.commit_id, snapshot_id = c.snapshot_id, rows = c.rows, recovered = c.recovered, "target committed");
+        tracing::info!(target_id = %c.target, commit_id = %c.commit_id, snapshot_id = c.snapshot_id, rows = c.rows, bad_rows = c.bad_rows, recovered = c.recovered, "target committed");
     }
     let commits: Vec<Value> = report
         .commits
@@ -109,6 +109,7 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
                 "batches": c.batches,
                 "files": c.files,
                 "rows": c.rows,
+                "bad_rows": c.bad_rows,
                 "recovered": c.recovered,
             })
         })

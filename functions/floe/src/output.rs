@@ -101,11 +101,16 @@ pub fn print_report(r: &RunReport) {
     }
     for c in &r.commits.commits {
         println!(
-            "committed {}: {} batches, {} files, {} rows, snapshot {} (commit {}){}",
+            "committed {}: {} batches, {} files, {} rows{}, snapshot {} (commit {}){}",
             c.target.rsplit(':').next().unwrap_or(&c.target),
             c.batches,
             c.files,
             c.rows,
+            if c.bad_rows > 0 {
+                format!(" ({} bad rows set aside)", c.bad_rows)
+            } else {
+                String::new()
+            },
             c.snapshot_id.map_or("-".to_string(), |s| s.to_string()),
             c.commit_id,
             if c.recovered { " [recovered]" } else { "" }

@@ -629,7 +629,12 @@ fn bad_values_are_dead_lettered_and_the_rest_lands() {
     };
 
     let s = stand("dead-letter");
-    s.run();
+    let out = s.run();
+    assert!(
+        out.lines().any(|l| l.contains("committed proj.prices:")
+            && l.contains(" 2 rows (2 bad rows set aside)")),
+        "{out}"
+    );
     // Iceberg takes every row (its schema has them as text and doubles); MaxCompute two.
     assert_eq!(s.iceberg("lake.prices")["count"], 4);
     assert_eq!(s.pick("prices", &["id", "name"]), [["1", "a"], ["4", "d"]]);

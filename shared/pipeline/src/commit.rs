@@ -31,6 +31,10 @@ pub struct TargetCommit {
     pub files: usize,
     /// Rows it added.
     pub rows: u64,
+    /// Rows the target could not hold, set aside under the route's `on-error` while this
+    /// commit ran (MaxCompute values out of range or of the wrong kind; 0 for Iceberg, whose
+    /// bad records are set aside at ingest).
+    pub bad_rows: u64,
     /// The snapshot.
     pub snapshot_id: Option<i64>,
     /// Whether it finished a commit an earlier run had started.
@@ -242,10 +246,12 @@ impl Pipeline {
             .map(|(b, _)| b.targets.get(&target).map_or(0, |t| t.rows))
             .sum();
 
+        let mut bad_rows = 0;
         if rec.state == CommitState::Pending {
             let snapshot = if is_maxcompute(&target) {
                 // The session is committed (or found committed) in there; see `maxcompute`.
-                self.commit_maxcompute(key, &mut rec, &mut version, &batches)
+                bad_rows = self
+                    .commit_maxcompute(key, &mut rec, &mut version, &batches)
                     .await?;
                 None
             } else {
@@ -360,13 +366,14 @@ impl Pipeline {
             self.faults.hit("commit.after-batches");
         }
         self.checkpoint.delete_if_version(key, &version).await?;
-        tracing::info!(target = %target, commit_id = %rec.id, batches = rec.batches.len(), files, rows, snapshot_id = rec.snapshot_id, "commit finished");
+        tracing::info!(target = %target, commit_id = %rec.id, batches = rec.batches.len(), files, rows, bad_rows, snapshot_id = rec.snapshot_id, "commit finished");
         Ok(TargetCommit {
             target,
             commit_id: rec.id,
             batches: rec.batches.len(),
             files,
-            rows,
+            rows: rows - bad_rows.min(rows),
+            bad_rows,
             snapshot_id: rec.snapshot_id,
             recovered,
         })
