@@ -25,7 +25,7 @@ FC_INGEST ?= ingest
 help:
 	@echo "make demo       build floe and run the demo (local folder -> local Iceberg warehouse in ./demo)"
 	@echo "make test       install test dependencies, then run every check and test"
-	@echo "make bench      run the benchmarks against the pyiceberg / pyodps baselines (not part of test)"
+	@echo "make bench      run the benchmarks against the pyiceberg / pyodps baselines, and function start-up (not part of test)"
 	@echo "make build      release binaries (the floe command and the four functions)"
 	@echo "make package    one bootstrap.zip per function in $(DIST)/<function>/ (PACKAGE_TARGET=<triple> to cross-build)"
 	@echo "make deploy-aws build with sam (cargo-lambda) and deploy template.yaml: needs sam, cargo-lambda, AWS credentials"
@@ -111,6 +111,7 @@ bench: test-deps
 	cargo build --release -p floe
 	$(CARGO_TARGET_DIR)/release/floe bench --python $(FLOE_VENV)/bin/python
 	bench/tunnel_encode.sh
+	bench/functions.sh
 
 # Process start to first response of each function binary (Lambda and FC), and stripped sizes.
 bench-functions:
