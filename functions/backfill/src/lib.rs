@@ -27,7 +27,7 @@ use std::time::Duration;
 use floe_core::{Error, ErrorKind, Result};
 use floe_pipeline::config::SourceConfig;
 use floe_pipeline::sources::backfill::BackfillStop;
-use floe_pipeline::{BackfillReport as Listing, Pipeline, RunReport};
+use floe_pipeline::{BackfillReport as Listing, BatchTotals, Pipeline, RunReport};
 use floe_runtime::{Deadline, Event, Function, HttpResponse, Input, Metric, Metrics, Output};
 use serde_json::{Value, json};
 
@@ -170,30 +170,29 @@ pub struct BackfillReport {
 impl BackfillReport {
     /// The report of a local-folder pass.
     pub fn from_run(run: &RunReport, complete: bool) -> Self {
-        let objects = run.count(|o| o.is_done()) as u64;
+        let t = BatchTotals::of(&run.batches);
         BackfillReport {
             listed: run.changes as u64,
-            objects,
-            failed: run.changes as u64 - objects,
-            rows: run.rows(),
-            bytes: run.batches.iter().map(|b| b.bytes_read).sum(),
-            dead_letters: run.dead_letters(),
-            complete: complete && objects == run.changes as u64,
+            objects: t.done,
+            failed: run.changes as u64 - t.done,
+            rows: t.rows,
+            bytes: t.bytes,
+            dead_letters: t.dead_letters,
+            complete: complete && t.done == run.changes as u64,
         }
     }
 
     /// The report of a bucket listing ([`Pipeline::backfill`]); a listing finished earlier
     /// (or a startup mode that does not list) is complete.
     pub fn from_listing(b: &Listing) -> Self {
-        let batches = || b.batches.iter();
-        let objects = batches().map(|x| x.count(|o| o.is_done())).sum::<usize>() as u64;
+        let t = BatchTotals::of(&b.batches);
         BackfillReport {
             listed: b.listed,
-            objects,
+            objects: t.done,
             failed: b.failures.len() as u64,
-            rows: batches().map(|x| x.rows).sum(),
-            bytes: batches().map(|x| x.bytes_read).sum(),
-            dead_letters: batches().map(|x| x.dead_letters).sum::<u64>() + b.dead_lettered as u64,
+            rows: t.rows,
+            bytes: t.bytes,
+            dead_letters: t.dead_letters + b.dead_lettered as u64,
             complete: matches!(b.stop, BackfillStop::Done | BackfillStop::NotListing),
         }
     }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use floe_core::{Error, ErrorKind, Result};
 use floe_pipeline::config::SourceConfig;
 use floe_pipeline::sources::queue::PollStop;
-use floe_pipeline::{Pipeline, PollReport as QueuePoll, RunReport};
+use floe_pipeline::{BatchTotals, Pipeline, PollReport as QueuePoll, RunReport};
 use floe_runtime::{Deadline, Event, Function, Metric, Metrics, Output};
 use serde_json::json;
 
@@ -55,14 +55,14 @@ pub struct PollReport {
 impl PollReport {
     /// The report of a local-folder pass.
     pub fn from_run(run: &RunReport, drained: bool) -> Self {
-        let objects = run.count(|o| o.is_done()) as u64;
+        let t = BatchTotals::of(&run.batches);
         PollReport {
             messages: run.changes as u64,
-            objects,
-            failed: run.changes as u64 - objects,
-            rows: run.rows(),
-            bytes: run.batches.iter().map(|b| b.bytes_read).sum(),
-            dead_letters: run.dead_letters(),
+            objects: t.done,
+            failed: run.changes as u64 - t.done,
+            rows: t.rows,
+            bytes: t.bytes,
+            dead_letters: t.dead_letters,
             lag_ms: None,
             drained: drained && run.failures().is_empty(),
         }
@@ -71,14 +71,14 @@ impl PollReport {
     /// The report of a queue poll ([`Pipeline::poll_queue`]). An `INITIAL` source whose listing
     /// is unfinished has polled nothing and is not drained; a `SNAPSHOT` source never polls.
     pub fn from_queue(q: &QueuePoll) -> Self {
-        let batches = || q.batches.iter();
+        let t = BatchTotals::of(&q.batches);
         PollReport {
             messages: q.received as u64,
-            objects: batches().map(|b| b.count(|o| o.is_done())).sum::<usize>() as u64,
+            objects: t.done,
             failed: q.left as u64,
-            rows: batches().map(|b| b.rows).sum(),
-            bytes: batches().map(|b| b.bytes_read).sum(),
-            dead_letters: batches().map(|b| b.dead_letters).sum::<u64>() + q.dead_lettered as u64,
+            rows: t.rows,
+            bytes: t.bytes,
+            dead_letters: t.dead_letters + q.dead_lettered as u64,
             lag_ms: None,
             drained: matches!(q.stop, PollStop::Drained | PollStop::Snapshot) && q.left == 0,
         }

@@ -88,6 +88,33 @@ impl BatchReport {
     }
 }
 
+/// What several batches did together (a pass, a queue poll, a backfill call).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchTotals {
+    /// Changes finished with ([`Outcome::is_done`]).
+    pub done: u64,
+    /// Rows written.
+    pub rows: u64,
+    /// Object bytes read.
+    pub bytes: u64,
+    /// Dead letters written.
+    pub dead_letters: u64,
+}
+
+impl BatchTotals {
+    /// The sums over `batches`.
+    pub fn of(batches: &[BatchReport]) -> Self {
+        batches
+            .iter()
+            .fold(BatchTotals::default(), |t, b| BatchTotals {
+                done: t.done + b.count(Outcome::is_done) as u64,
+                rows: t.rows + b.rows,
+                bytes: t.bytes + b.bytes_read,
+                dead_letters: t.dead_letters + b.dead_letters,
+            })
+    }
+}
+
 /// A claimed change.
 struct Claimed {
     idx: usize,

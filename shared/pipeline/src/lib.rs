@@ -115,7 +115,7 @@ pub mod target;
 
 pub use commit::{CommitReport, TargetCommit};
 pub use config::FloeConfig;
-pub use ingest::{BatchReport, Outcome};
+pub use ingest::{BatchReport, BatchTotals, Outcome};
 pub use pipeline::{Pipeline, SingleStore, StoreResolver};
 pub use run::RunReport;
 pub use sources::{BackfillReport, CloudSource, PollReport};
