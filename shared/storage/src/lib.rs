@@ -7,11 +7,15 @@
 //!
 //! - [`LocalStore`]: a folder as a bucket.
 //! - [`S3Store`] ([`s3`]): AWS S3, S3-compatible servers and Alibaba OSS through `aws-sdk-s3`.
+//! - [`PrefixedStore`]: any of them seen through a key prefix (a folder of a bucket used as a
+//!   store of its own: the dead-letter destination `s3://state/floe/dead-letter/`).
 
 mod local;
+mod prefixed;
 pub mod s3;
 mod store;
 
 pub use local::LocalStore;
+pub use prefixed::PrefixedStore;
 pub use s3::{ChecksumPolicy, S3Store, S3StoreConfig};
 pub use store::{ByteStream, GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, collect_body};
