@@ -67,7 +67,7 @@
 //! | ✗1 `ingest.after-batch-open` | batch/B running, no claims | B goes stale; nothing refers to it |
 //! | ✗2 `ingest.after-claim` | claims by a running B | a redelivery (or rescan) finds B dead (stale heartbeat, or its local process gone), marks it abandoned and takes the objects |
 //! | ✗3 `ingest.after-write` | data files nobody references | as ✗2; the files stay invisible (removed by table maintenance) |
-//! | ✗4 `ingest.after-dead-letter` | dead letters of a batch that will not stage | as ✗2; the retry writes its own (duplicates only in the dead-letter folder, named by batch) |
+//! | ✗4 `ingest.after-dead-letter` | dead letters of a batch that will not stage | as ✗2; the retry writes its own (duplicates only among the dead letters, named by batch) |
 //! | ✗5 `ingest.after-stage` | batch/B staged, objects still claimed by B | a redelivery sees B staged: duplicate; the committer commits B |
 //! | ✗6 `ingest.after-mark` | messages not acknowledged | redelivery: duplicates, skipped |
 //! | ✗7 `commit.after-lease` | a lease held by a dead process | taken over when its TTL ends, at once by a process on the same host |

@@ -35,8 +35,9 @@
 //! record, so block `n` always holds the same rows, a rewritten block replaces the one the server
 //! may already have, and the rows MaxCompute cannot take are found again. Those are set aside
 //! under the route's `on-error` (`dead-letter` writes them once per file and row group to a
-//! name derived from the commit, so a redo overwrites instead of duplicating; `fail` stops the
-//! commit; `skip` counts them).
+//! name derived from the commit, create-only: a redo finds the part the first attempt wrote and
+//! keeps it instead of duplicating it, see `crate::deadletter`; `fail` stops the commit; `skip`
+//! counts them).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -699,7 +700,7 @@ impl Pipeline {
             }
             _ => {
                 // Named by commit, file and row group, filed under the commit's day: a redo
-                // after a crash overwrites the same object.
+                // after a crash finds the part already written (same letters: done).
                 let name = format!("{}-{file_index}-{row_group}", rec.id);
                 let day = chrono::DateTime::from_timestamp_millis(rec.created_ms)
                     .unwrap_or_else(chrono::Utc::now)
