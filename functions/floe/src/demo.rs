@@ -179,7 +179,7 @@ pub async fn demo(args: DemoArgs) -> Result<ExitCode> {
         crate::tables::describe(pipeline.catalog.as_ref(), t, 5).await?;
         println!();
     }
-    print_dead_letters(&pipeline.config.dead_letter.path)?;
+    print_dead_letters(&pipeline).await?;
     println!(
         "\nnext: add or change files under {}/bucket and run `floe run --config {}` again; `floe tables show demo.events --config {}` shows a table.",
         dir.display(),
@@ -192,30 +192,23 @@ pub async fn demo(args: DemoArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_dead_letters(path: &Path) -> Result<()> {
-    let mut files = Vec::new();
-    if let Ok(days) = std::fs::read_dir(path) {
-        for day in days.flatten() {
-            if let Ok(entries) = std::fs::read_dir(day.path()) {
-                files.extend(entries.flatten().map(|e| e.path()));
-            }
-        }
-    }
-    files.sort();
+/// The last few dead-letter files, a few letters each (`floe dead-letters list` shows all).
+async fn print_dead_letters(pipeline: &floe_pipeline::Pipeline) -> Result<()> {
+    let store = pipeline.dead_letters.as_ref();
+    let files = floe_pipeline::deadletter::list_files(store).await?;
     println!(
         "dead letters ({} files in {}):",
         files.len(),
-        path.display()
+        pipeline.config.dead_letter.location()
     );
-    for f in files.iter().rev().take(3) {
-        let text = std::fs::read_to_string(f).unwrap_or_default();
-        for line in text.lines().take(5) {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+    for meta in files.iter().rev().take(3) {
+        let f = floe_pipeline::deadletter::read_file(store, &meta.key).await?;
+        for l in f.letters.iter().take(5) {
             println!(
                 "  {} line {}: {}",
-                v["key"].as_str().unwrap_or("?"),
-                v["line"].as_u64().map_or("-".into(), |l| l.to_string()),
-                v["reason"].as_str().unwrap_or("?")
+                l.key,
+                l.line.map_or("-".into(), |n| n.to_string()),
+                l.reason
             );
         }
     }

@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use floe_checkpoint::{CheckpointStore, SqliteStore};
 use floe_core::{ObjectChange, Result};
-use floe_storage::{LocalStore, ObjectStore};
+use floe_storage::{LocalStore, ObjectStore, PrefixedStore};
 use iceberg::Catalog;
 
-use crate::config::{CheckpointConfig, FloeConfig, SourceConfig};
+use crate::config::{CheckpointConfig, DeadLetterConfig, FloeConfig, SourceConfig};
 use crate::fault::Faults;
 use crate::keys::{Owner, hostname};
 use crate::route::Router;
 use crate::sources::CloudSource;
-use crate::sources::stores::{BucketStores, open_object_store_checkpoint};
+use crate::sources::stores::{BucketStores, open_object_store_checkpoint, open_s3};
 
 /// Finds the object store holding a changed object.
 pub trait StoreResolver: Send + Sync + fmt::Debug {
@@ -123,8 +123,7 @@ impl Pipeline {
                     (Arc::new(stores), Some(ttl), Some(Arc::new(source)))
                 }
             };
-        let dead_letters: Arc<dyn ObjectStore> =
-            Arc::new(LocalStore::new(&config.dead_letter.path, "dead-letter")?);
+        let dead_letters = open_dead_letters(&config.dead_letter).await?;
         let catalog = floe_iceberg::open_catalog(&config.catalog).await?;
         let router = Router::new(&config.routes)?;
         let maxcompute = config
@@ -151,4 +150,26 @@ impl Pipeline {
             cloud,
         })
     }
+}
+
+/// The dead-letter destination of `[dead-letter]`: a folder, or a prefix of a bucket (nothing of
+/// it on local disk then).
+pub async fn open_dead_letters(config: &DeadLetterConfig) -> Result<Arc<dyn ObjectStore>> {
+    Ok(match config {
+        DeadLetterConfig::Local { path } => Arc::new(LocalStore::new(path, "dead-letter")?),
+        DeadLetterConfig::ObjectStore {
+            provider,
+            bucket,
+            prefix,
+            store,
+        } => {
+            let bucket_store = open_s3(*provider, bucket, store).await.map_err(|e| {
+                e.while_doing(format!(
+                    "failed to open the dead-letter bucket {}",
+                    config.location()
+                ))
+            })?;
+            Arc::new(PrefixedStore::new(Arc::new(bucket_store), prefix)?)
+        }
+    })
 }

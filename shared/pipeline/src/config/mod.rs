@@ -26,6 +26,10 @@
 //! partition-by = ["day(ts)"]
 //! on-error = "dead-letter"    # fail | skip | dead-letter
 //! targets = ["iceberg"]       # and/or "maxcompute" (section [maxcompute], see `maxcompute`)
+//!
+//! [dead-letter]
+//! path = "dead-letter"        # a folder (relative to this file), or s3://bucket/prefix/,
+//!                             # oss://bucket/prefix/ (see DeadLetterConfig)
 //! ```
 //!
 //! Every option is documented on its field below with its default. Unknown options are errors
@@ -162,12 +166,61 @@ pub struct IngestConfig {
     pub dedupe_ttl_hours: u64,
 }
 
-/// `[dead-letter]`.
-#[derive(Clone, Debug)]
-pub struct DeadLetterConfig {
-    /// `path`: the folder dead letters are written to, as NDJSON files by day (default
-    /// `dead-letter`).
-    pub path: PathBuf,
+/// `[dead-letter]`: where bad records and unreadable objects go, as NDJSON files
+/// `<day>/<batch>-<part>.ndjson` (see [`crate::deadletter`]).
+///
+/// ```toml
+/// [dead-letter]
+/// path = "dead-letter"                          # a folder, relative to this file (the default)
+/// # path = "s3://state-bucket/floe/dead-letter/" # or a prefix of an S3 bucket
+/// # path = "oss://state-bucket/floe/dead-letter/" # or of an OSS bucket
+/// # endpoint, region, path-style-access, access-key-id, secret-access-key, session-token:
+/// # the bucket's connection, default the source's object-store settings (as for
+/// # `[checkpoint] type = "object-store"`, see [`source`]); an oss:// bucket with no endpoint
+/// # gets `https://oss-<region>.aliyuncs.com`.
+/// ```
+///
+/// A deployed function has no disk that outlives it: give it a bucket path. Errors name
+/// `dead-letter.path` (or the connection option at fault).
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeadLetterConfig {
+    /// A folder.
+    Local {
+        /// The folder, absolute.
+        path: PathBuf,
+    },
+    /// A key prefix in a bucket.
+    ObjectStore {
+        /// `s3` or `oss`, from the scheme.
+        provider: floe_core::Provider,
+        /// The bucket.
+        bucket: String,
+        /// The key prefix: empty (the whole bucket) or ending in `/`.
+        prefix: String,
+        /// How to reach the bucket.
+        store: StoreSettings,
+    },
+}
+
+impl DeadLetterConfig {
+    /// Where the dead letters go, for messages: the folder, or `s3://bucket/prefix`.
+    pub fn location(&self) -> String {
+        match self {
+            DeadLetterConfig::Local { path } => path.display().to_string(),
+            DeadLetterConfig::ObjectStore {
+                provider,
+                bucket,
+                prefix,
+                ..
+            } => {
+                let scheme = match provider {
+                    floe_core::Provider::Oss => "oss",
+                    _ => "s3",
+                };
+                format!("{scheme}://{bucket}/{prefix}")
+            }
+        }
+    }
 }
 
 /// What a route makes of an object.
@@ -420,9 +473,7 @@ impl FloeConfig {
 
         // [dead-letter]
         let o = Opts::new("dead-letter", section("dead-letter"));
-        let dead_letter = DeadLetterConfig {
-            path: resolve(&o.string("path")?.unwrap_or_else(|| "dead-letter".into())),
-        };
+        let dead_letter = source::dead_letter(&o, &source, resolve)?;
         o.finish()?;
 
         // [maxcompute]

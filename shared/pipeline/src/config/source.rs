@@ -70,12 +70,17 @@
 //! | `prefix` | `floe/checkpoint/` | the key prefix of the entries |
 //! | `provider` | the source's (`oss` for mns/oss, else `s3`) | `s3` or `oss` |
 //! | `endpoint`, `region`, `path-style-access`, `access-key-id`, `secret-access-key`, `session-token` | the source's object-store settings | as the `s3.*` options of the source |
+//!
+//! `[dead-letter]` with `path = "s3://bucket/prefix/"` or `"oss://bucket/prefix/"` takes the same
+//! six connection options with the same defaults (no `provider`: the scheme names the store; an
+//! `oss://` bucket with no endpoint gets `https://oss-<region>.aliyuncs.com`); see
+//! [`DeadLetterConfig`](super::DeadLetterConfig).
 
 use floe_core::{Error, Provider, Result, Secret};
 use floe_queue::{QueueKind, QueueOptions, StartupConfig, StartupMode};
 
 use super::opts::Opts;
-use super::{CheckpointConfig, SourceConfig};
+use super::{CheckpointConfig, DeadLetterConfig, SourceConfig};
 
 /// Options that `floe_queue` reads (its error messages name them without the section).
 const QUEUE_OPTION_KEYS: [&str; 6] = floe_queue::options::keys::ALL;
@@ -504,6 +509,43 @@ pub(super) fn cloud_source(kind: &str, o: &Opts) -> Result<SourceConfig> {
     })))
 }
 
+/// The connection options a section writing to a bucket of its own may set
+/// (`[checkpoint] type = "object-store"`, `[dead-letter]` with a bucket path).
+pub(super) const STORE_OVERRIDE_KEYS: [&str; 6] = [
+    "endpoint",
+    "region",
+    "path-style-access",
+    "access-key-id",
+    "secret-access-key",
+    "session-token",
+];
+
+/// [`STORE_OVERRIDE_KEYS`] read from `o` over `base`: what is set replaces it; keys replace
+/// `base`'s keys as a whole (a new key id never goes out with the old secret or token).
+fn store_overrides(o: &Opts, base: StoreSettings) -> Result<StoreSettings> {
+    let token = secret(o, "session-token")?;
+    let (id, key_secret) = key_pair(o, "access-key-id", "secret-access-key")?;
+    Ok(StoreSettings {
+        endpoint: match o.string("endpoint")? {
+            Some(e) => Some(endpoint(o, "endpoint", e)?),
+            None => base.endpoint,
+        },
+        region: o.string("region")?.or(base.region),
+        path_style: o.bool("path-style-access", base.path_style)?,
+        access_key_id: id.clone().or(base.access_key_id),
+        secret_access_key: if id.is_some() {
+            key_secret
+        } else {
+            base.secret_access_key
+        },
+        session_token: if id.is_some() {
+            token
+        } else {
+            base.session_token
+        },
+    })
+}
+
 /// `[checkpoint] type = "object-store"`; unset settings come from the source's object store.
 pub(super) fn object_store_checkpoint(o: &Opts, source: &SourceConfig) -> Result<CheckpointConfig> {
     let (default_provider, base) = match source {
@@ -523,33 +565,101 @@ pub(super) fn object_store_checkpoint(o: &Opts, source: &SourceConfig) -> Result
     let prefix = o
         .string("prefix")?
         .unwrap_or_else(|| "floe/checkpoint/".into());
-    let token = secret(o, "session-token")?;
-    let (id, key_secret) = key_pair(o, "access-key-id", "secret-access-key")?;
-    let store = StoreSettings {
-        endpoint: match o.string("endpoint")? {
-            Some(e) => Some(endpoint(o, "endpoint", e)?),
-            None => base.endpoint,
-        },
-        region: o.string("region")?.or(base.region),
-        path_style: o.bool("path-style-access", base.path_style)?,
-        access_key_id: id.clone().or(base.access_key_id),
-        secret_access_key: if id.is_some() {
-            key_secret
-        } else {
-            base.secret_access_key
-        },
-        session_token: if id.is_some() {
-            token
-        } else {
-            base.session_token
-        },
-    };
+    let store = store_overrides(o, base)?;
     if provider == Provider::Oss && store.endpoint.is_none() {
         return Err(o.err("endpoint", "an oss checkpoint bucket needs an endpoint"));
     }
     Ok(CheckpointConfig::ObjectStore {
         provider,
         bucket,
+        prefix,
+        store,
+    })
+}
+
+/// `[dead-letter]`: `path` a folder (relative to the config file, through `resolve`), or
+/// `s3://bucket/prefix/` / `oss://bucket/prefix/` with the connection options of
+/// [`STORE_OVERRIDE_KEYS`] over the source's object-store settings (as the object-store
+/// checkpoint takes them). The scheme names the store, so there is no `provider` option.
+pub(super) fn dead_letter(
+    o: &Opts,
+    source: &SourceConfig,
+    resolve: impl Fn(&str) -> std::path::PathBuf,
+) -> Result<DeadLetterConfig> {
+    let path = o.string("path")?.unwrap_or_else(|| "dead-letter".into());
+    if o.has("provider") {
+        return Err(o.err(
+            "provider",
+            "the scheme of `path` names the store (s3://… or oss://…); remove `provider`",
+        ));
+    }
+    let Some((scheme, rest)) = path.split_once("://") else {
+        if path.trim().is_empty() {
+            return Err(o.err("path", "is empty"));
+        }
+        if let Some(key) = STORE_OVERRIDE_KEYS.iter().find(|k| o.has(k)) {
+            return Err(o.err(
+                key,
+                format!("only applies when `path` is an s3:// or oss:// location, not the folder `{path}`"),
+            ));
+        }
+        return Ok(DeadLetterConfig::Local {
+            path: resolve(&path),
+        });
+    };
+    let provider = match scheme {
+        "s3" => Provider::S3,
+        "oss" => Provider::Oss,
+        other => {
+            return Err(o.err(
+                "path",
+                format!("`{other}://` is not a dead-letter location: use a folder, s3://bucket/prefix/ or oss://bucket/prefix/"),
+            ));
+        }
+    };
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() || bucket.contains(char::is_whitespace) {
+        return Err(o.err("path", format!("`{path}` names no bucket")));
+    }
+    let mut prefix = prefix.to_owned();
+    if !prefix.is_empty() && !prefix.ends_with('/') {
+        prefix.push('/');
+    }
+    if !prefix.is_empty()
+        && prefix
+            .trim_end_matches('/')
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == "..")
+    {
+        return Err(o.err(
+            "path",
+            format!("`{path}`: the key prefix has an empty, `.` or `..` segment"),
+        ));
+    }
+    let base = match source {
+        SourceConfig::Cloud(c) => c.store.clone(),
+        SourceConfig::Local { .. } => StoreSettings::default(),
+    };
+    let mut store = store_overrides(o, base)?;
+    if provider == Provider::Oss && store.endpoint.is_none() {
+        match &store.region {
+            Some(r) => {
+                store.endpoint = Some(format!(
+                    "https://oss-{}.aliyuncs.com",
+                    r.trim_start_matches("oss-")
+                ))
+            }
+            None => {
+                return Err(o.err(
+                    "endpoint",
+                    "an oss dead-letter bucket needs an endpoint (or a region)",
+                ));
+            }
+        }
+    }
+    Ok(DeadLetterConfig::ObjectStore {
+        provider,
+        bucket: bucket.to_owned(),
         prefix,
         store,
     })
@@ -809,5 +919,136 @@ mod tests {
                 "{option}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn dead_letters_go_to_a_folder_or_a_bucket_prefix() {
+        let s3 = "type = \"s3\"\nbucket = \"landing\"\ns3.endpoint = \"http://127.0.0.1:9000\"\ns3.region = \"us-east-1\"\ns3.path-style-access = true\ns3.access-key-id = \"AK\"\ns3.secret-access-key = \"very-secret-sk\"\n";
+        // The default: a folder next to the config file.
+        let c = load(s3, "").unwrap();
+        assert_eq!(
+            c.dead_letter,
+            DeadLetterConfig::Local {
+                path: "/cfg/dead-letter".into()
+            }
+        );
+        let c = load(s3, "[dead-letter]\npath = \"/var/dl\"\n").unwrap();
+        assert_eq!(c.dead_letter.location(), "/var/dl");
+
+        // s3://: the source's connection.
+        let c = load(
+            s3,
+            "[dead-letter]\npath = \"s3://state/floe/dead-letter\"\n",
+        )
+        .unwrap();
+        let DeadLetterConfig::ObjectStore {
+            provider,
+            bucket,
+            prefix,
+            store,
+        } = &c.dead_letter
+        else {
+            panic!("{:?}", c.dead_letter)
+        };
+        assert_eq!(
+            (*provider, bucket.as_str(), prefix.as_str()),
+            (Provider::S3, "state", "floe/dead-letter/")
+        );
+        assert_eq!(store, &cloud(&c).store);
+        assert_eq!(c.dead_letter.location(), "s3://state/floe/dead-letter/");
+        assert!(!format!("{c:?}").contains("very-secret"), "{c:?}");
+
+        // Overrides; new keys replace the source's as a pair.
+        let c = load(
+            s3,
+            "[dead-letter]\npath = \"s3://state/\"\nendpoint = \"minio:9000\"\nregion = \"eu-west-1\"\npath-style-access = false\naccess-key-id = \"AK2\"\nsecret-access-key = \"SK2\"\n",
+        )
+        .unwrap();
+        let DeadLetterConfig::ObjectStore { prefix, store, .. } = &c.dead_letter else {
+            panic!()
+        };
+        assert_eq!(prefix, "");
+        assert_eq!(store.endpoint.as_deref(), Some("https://minio:9000"));
+        assert_eq!(store.region.as_deref(), Some("eu-west-1"));
+        assert!(!store.path_style);
+        assert_eq!(store.access_key_id.as_deref(), Some("AK2"));
+        assert_eq!(store.session_token, None);
+
+        // oss://: the source's OSS endpoint, or one made from the region.
+        let c = load(
+            "type = \"oss\"\noss-bucket = \"b\"\noss-region = \"cn-beijing\"\n",
+            "[dead-letter]\npath = \"oss://state/floe/dead-letter/\"\n",
+        )
+        .unwrap();
+        let DeadLetterConfig::ObjectStore {
+            provider, store, ..
+        } = &c.dead_letter
+        else {
+            panic!()
+        };
+        assert_eq!(*provider, Provider::Oss);
+        assert_eq!(
+            store.endpoint.as_deref(),
+            Some("https://oss-cn-beijing.aliyuncs.com")
+        );
+        let c = load(
+            "folder = \"b\"\n",
+            "[dead-letter]\npath = \"oss://state/dl/\"\nregion = \"cn-hangzhou\"\n",
+        )
+        .unwrap();
+        let DeadLetterConfig::ObjectStore { store, .. } = &c.dead_letter else {
+            panic!()
+        };
+        assert_eq!(
+            store.endpoint.as_deref(),
+            Some("https://oss-cn-hangzhou.aliyuncs.com")
+        );
+    }
+
+    #[test]
+    fn bad_dead_letter_options_are_named() {
+        let local = "folder = \"b\"\n";
+        let cases = [
+            ("path = \"gs://state/dl/\"", "dead-letter.path"),
+            ("path = \"file:///tmp/dl\"", "dead-letter.path"),
+            ("path = \"s3://\"", "dead-letter.path"),
+            ("path = \"s3:///dl/\"", "dead-letter.path"),
+            ("path = \"s3://state/a//b/\"", "dead-letter.path"),
+            ("path = \"s3://state/../b/\"", "dead-letter.path"),
+            ("path = \"\"", "dead-letter.path"),
+            ("path = \"oss://state/dl/\"", "dead-letter.endpoint"),
+            (
+                "path = \"s3://state/dl/\"\nprovider = \"oss\"",
+                "dead-letter.provider",
+            ),
+            (
+                "path = \"dl\"\nendpoint = \"http://x\"",
+                "dead-letter.endpoint",
+            ),
+            (
+                "path = \"s3://state/\"\naccess-key-id = \"a\"",
+                "dead-letter.secret-access-key",
+            ),
+            (
+                "path = \"s3://state/\"\nendpoint = \"ftp://x\"",
+                "dead-letter.endpoint",
+            ),
+            ("path = \"s3://state/\"\ncolour = 1", "dead-letter.colour"),
+        ];
+        for (section, option) in cases {
+            let err = load(local, &format!("[dead-letter]\n{section}\n")).unwrap_err();
+            assert_eq!(err.kind(), floe_core::ErrorKind::Config, "{option}: {err}");
+            assert!(
+                err.to_string().contains(&format!("`{option}`")),
+                "{option}: {err}"
+            );
+        }
+        // A secret is never in the message.
+        let err = load(
+            local,
+            "[dead-letter]\npath = \"s3://state/\"\nsecret-access-key = \"very-secret-sk\"\n",
+        )
+        .unwrap_err();
+        assert!(!err.to_string().contains("very-secret"), "{err}");
     }
 }
