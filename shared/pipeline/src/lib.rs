@@ -108,6 +108,7 @@ pub mod local;
 pub mod maxcompute;
 pub mod objects;
 pub mod pipeline;
+pub mod replay;
 pub mod route;
 pub mod run;
 pub mod sources;
