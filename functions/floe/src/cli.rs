@@ -49,6 +49,10 @@ pub enum Command {
     /// (the `aws s3tables` calls, same arguments and output).
     #[command(subcommand)]
     Tables(TablesCommand),
+    /// List and show the dead letters of a configuration (`[dead-letter] path`: a folder or a
+    /// bucket prefix), and land the objects they name again once fixed.
+    #[command(subcommand)]
+    DeadLetters(DeadLettersCommand),
     /// Benchmark floe against arrow-rs and pyarrow + pyiceberg on generated data.
     Bench(BenchArgs),
     /// The benchmark's floor: arrow-json decode + Parquet encode of one NDJSON file.
@@ -160,6 +164,62 @@ pub enum TablesCommand {
     PutTableBucketMaintenanceConfiguration(s3tables::PutBucketMaintenanceArgs),
 }
 
+#[derive(Debug, Subcommand)]
+pub enum DeadLettersCommand {
+    /// One line per dead-letter file: its letters, their reasons, the objects they name; then
+    /// totals.
+    List(DeadLettersListArgs),
+    /// Print the letters of one file (its key as `list` prints it), one per line.
+    Show(DeadLettersShowArgs),
+    /// Land the named objects again, once fixed, through the normal ingest and commit.
+    ///
+    /// Each object's current version is landed under the checkpoint's rules: a version already
+    /// landed or already set aside is a duplicate and lands nothing (fix the object, i.e. write
+    /// it again, first), so replaying twice lands once.
+    ///
+    /// Only objects set aside whole (letters without a line) are replayed unless
+    /// --include-partial is given: an object with only bad records had its good records landed
+    /// already, and replaying it lands those again next to them.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DeadLettersListArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Print one JSON document instead of lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DeadLettersShowArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The file: its key under the dead-letter path (`2026-12-01/<batch>-0000.ndjson`) or its
+    /// URL.
+    pub key: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Objects to land: `s3://bucket/key`, `oss://bucket/key`, a URL as `list` prints it, or,
+    /// for a local folder source, the key.
+    pub objects: Vec<String>,
+    /// Every object any dead letter names.
+    #[arg(long, conflicts_with = "objects")]
+    pub all: bool,
+    /// Also objects whose letters are only about single records (their good records landed
+    /// already and land again).
+    #[arg(long)]
+    pub include_partial: bool,
+    /// Stage but do not commit (a later `run` or `commit` does).
+    #[arg(long)]
+    pub no_commit: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     #[command(flatten)]
@@ -180,6 +240,15 @@ pub async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Demo(args) => crate::demo::demo(args).await,
         Command::Tables(TablesCommand::List(args)) => crate::tables::list(args).await,
         Command::Tables(TablesCommand::Show(args)) => crate::tables::show(args).await,
+        Command::DeadLetters(DeadLettersCommand::List(args)) => {
+            crate::deadletters::list(args).await
+        }
+        Command::DeadLetters(DeadLettersCommand::Show(args)) => {
+            crate::deadletters::show(args).await
+        }
+        Command::DeadLetters(DeadLettersCommand::Replay(args)) => {
+            crate::deadletters::replay(args).await
+        }
         Command::Bench(args) => crate::bench::bench(args).await,
         Command::BenchRaw(args) => crate::bench::bench_raw(args).await,
         Command::Tables(c) => tables_admin(c).await,

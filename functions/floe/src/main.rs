@@ -1,7 +1,8 @@
-//! `floe`: run the pipeline locally, make a demo, manage tables.
+//! `floe`: run the pipeline locally, make a demo, manage tables and dead letters.
 
 mod bench;
 mod cli;
+mod deadletters;
 mod demo;
 mod output;
 mod run;

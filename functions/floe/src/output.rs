@@ -2,7 +2,7 @@
 
 use floe_pipeline::sources::backfill::BackfillStop;
 use floe_pipeline::sources::queue::PollStop;
-use floe_pipeline::{BackfillReport, Outcome, PollReport, RunReport};
+use floe_pipeline::{BackfillReport, CommitReport, Outcome, PollReport, RunReport};
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::LogFormat;
@@ -99,7 +99,12 @@ pub fn print_report(r: &RunReport) {
     for f in &failures {
         println!("  failed: {f}");
     }
-    for c in &r.commits.commits {
+    print_commits(&r.commits);
+}
+
+/// The commit pass's lines.
+pub fn print_commits(commits: &CommitReport) {
+    for c in &commits.commits {
         println!(
             "committed {}: {} batches, {} files, {} rows{}, snapshot {} (commit {}){}",
             c.target.rsplit(':').next().unwrap_or(&c.target),
@@ -116,10 +121,10 @@ pub fn print_report(r: &RunReport) {
             if c.recovered { " [recovered]" } else { "" }
         );
     }
-    for t in &r.commits.waiting {
+    for t in &commits.waiting {
         println!("staged, not yet due: {t}");
     }
-    for t in &r.commits.busy {
+    for t in &commits.busy {
         println!("another committer holds {t}");
     }
 }
