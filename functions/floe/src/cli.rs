@@ -179,7 +179,8 @@ pub enum DeadLettersCommand {
     ///
     /// Only objects set aside whole (letters without a line) are replayed unless
     /// --include-partial is given: an object with only bad records had its good records landed
-    /// already, and replaying it lands those again next to them.
+    /// already, and replaying it lands those again next to them. (So does an object whose
+    /// stream broke part way through: the rows before the break landed.)
     Replay(ReplayArgs),
 }
 

@@ -17,6 +17,11 @@
 //! record of it again, next to the rows already there (routes append). `floe dead-letters
 //! replay` therefore takes only objects set aside whole unless told otherwise
 //! (see [`crate::deadletter::LetteredObject::is_partial`]).
+//!
+//! One case a whole-object letter does not cover: an object whose stream broke part way through
+//! (a gzip member cut short after some megabytes) is set aside whole, but the rows decoded before
+//! the break were written and land with its batch; replaying its fixed version lands those rows
+//! again. The letter does not record how many rows came before the break.
 
 use floe_checkpoint::StoreExt;
 use floe_core::{Error, ObjectChange, Operation, Provider, Result};
