@@ -51,7 +51,7 @@ pub fn parse(text: &str, properties: bool) -> Result<RawConfig> {
     }
     let doc: toml::Table = text
         .parse()
-        .map_err(|e: toml::de::Error| Error::config("(file)", format!("not valid toml: {e}")))?;
+        .map_err(|e: toml::de::Error| toml_error(text, &e))?;
     let mut raw = RawConfig::default();
     for (name, value) in doc {
         match (name.as_str(), value) {
@@ -82,6 +82,24 @@ pub fn parse(text: &str, properties: bool) -> Result<RawConfig> {
         }
     }
     Ok(raw)
+}
+
+/// A TOML syntax error as its position and problem only: toml's own message quotes the
+/// offending line, which may hold a secret (a key pasted into the file).
+fn toml_error(text: &str, e: &toml::de::Error) -> Error {
+    let at = match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!(" at line {line}, column {column}")
+        }
+        None => String::new(),
+    };
+    Error::config(
+        "(file)",
+        format!("not valid toml{at}: {}", e.message().trim_end()),
+    )
 }
 
 fn flatten(prefix: &str, value: Value, out: &mut Section) {
@@ -116,7 +134,8 @@ fn parse_properties(text: &str) -> Result<RawConfig> {
         let sep = line.find(['=', ':']).ok_or_else(|| {
             Error::config(
                 &format!("line {}", n + 1),
-                format!("`{line}` is not `key = value`"),
+                // The line itself is not quoted: it may be a secret pasted on its own.
+                "is not `key = value` (nor a comment)",
             )
         })?;
         let key = line[..sep].trim();
@@ -189,6 +208,20 @@ pub fn as_string(v: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn syntax_errors_say_where_but_never_quote_the_line() {
+        let secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY";
+        let text = format!("[maxcompute]\nendpoint = \"http://x\"\naccesskey = {secret}\n");
+        let e = parse(&text, false).unwrap_err();
+        let shown = format!("{e} {e:?}");
+        assert!(shown.contains("line 3"), "{shown}");
+        assert!(!shown.contains(secret), "{shown}");
+        let e = parse(&format!("iceberg.catalog.type = rest\n{secret}\n"), true).unwrap_err();
+        let shown = format!("{e} {e:?}");
+        assert!(shown.contains("line 2"), "{shown}");
+        assert!(!shown.contains(secret), "{shown}");
+    }
 
     #[test]
     fn toml_forms_flatten_the_same() {

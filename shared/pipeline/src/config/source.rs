@@ -25,8 +25,8 @@
 //! | `name` | all | `<type>-<queue or bucket>` | the source's name: its cursor is `cursor/<name>` in the checkpoint table (letters, digits, `-`, `_`, `.`) |
 //! | `endpoint` | mns (required), sqs | sqs: AWS's | the MNS account endpoint `http(s)://<account>.mns.<region>.aliyuncs.com`; for SQS an endpoint override |
 //! | `region` | mns (required), sqs | sqs: the URL's region, then `AWS_REGION` | the queue's region; for MNS also the OSS region's fallback |
-//! | `queue-name` | mns (required) | | the MNS queue |
-//! | `queue-url` | sqs (required) | | the SQS queue URL |
+//! | `queue-name` | mns (required), oss | | the MNS queue; on an `oss` source it makes the source `mns` |
+//! | `queue-url` | sqs (required), s3 | | the SQS queue URL; on an `s3` source it makes the source `sqs` (events from that queue, `bucket` for backfills) |
 //! | `access-key-id`, `access-key-secret`, `security-token` | mns, sqs | MNS: `ALIBABA_CLOUD_ACCESS_KEY_ID` / `_SECRET` / `ALIBABA_CLOUD_SECURITY_TOKEN`; SQS: the AWS default chain | the queue's keys (secret and token are never printed); also the object store's unless `s3.*` keys are set |
 //! | `scan.startup.mode` | mns, sqs | `COMMITTED_OFFSET` | see below; `oss` / `s3` sources accept only `SNAPSHOT` (their default) |
 //! | `scan.startup.timestamp-millis` | mns, sqs | | the start of `TIMESTAMP`, epoch ms; required by it |
@@ -66,7 +66,8 @@
 //!
 //! | option | default | meaning |
 //! |---|---|---|
-//! | `bucket` | required | the bucket |
+//! | `url` | | `s3://bucket/prefix/` or `oss://bucket/prefix/`: provider, bucket and prefix in one (the form the deployment templates use); or set the three below |
+//! | `bucket` | required without `url` | the bucket |
 //! | `prefix` | `floe/checkpoint/` | the key prefix of the entries |
 //! | `provider` | the source's (`oss` for mns/oss, else `s3`) | `s3` or `oss` |
 //! | `endpoint`, `region`, `path-style-access`, `access-key-id`, `secret-access-key`, `session-token` | the source's object-store settings | as the `s3.*` options of the source |
@@ -255,6 +256,13 @@ fn sqs_url_region(url: &str) -> Option<String> {
 
 /// `[source]` of `type = "s3" | "oss" | "mns" | "sqs"`.
 pub(super) fn cloud_source(kind: &str, o: &Opts) -> Result<SourceConfig> {
+    // A bucket source that names its notification queue takes its events from that queue: the
+    // way a user describes "S3 bucket, events through SQS" (or "OSS bucket, events through MNS").
+    let kind = match kind {
+        "s3" if o.has("queue-url") => "sqs",
+        "oss" if o.has("queue-name") => "mns",
+        other => other,
+    };
     let queue_kind = match kind {
         "mns" => Some(QueueKind::Mns),
         "sqs" => Some(QueueKind::Sqs),
@@ -546,25 +554,75 @@ fn store_overrides(o: &Opts, base: StoreSettings) -> Result<StoreSettings> {
     })
 }
 
+/// `s3://bucket/prefix/` or `oss://bucket/prefix/`: the provider, the bucket and the key prefix
+/// (`/`-terminated; empty for the bucket's root). None when it is not such a url.
+pub(crate) fn object_url(url: &str) -> Option<(Provider, String, String)> {
+    let (scheme, rest) = url.trim().split_once("://")?;
+    let provider = match scheme {
+        "s3" => Provider::S3,
+        "oss" => Provider::Oss,
+        _ => return None,
+    };
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() || bucket.contains(char::is_whitespace) {
+        return None;
+    }
+    let mut prefix = prefix.to_owned();
+    if !prefix.is_empty() && !prefix.ends_with('/') {
+        prefix.push('/');
+    }
+    // Every segment of the prefix is a name: no empty (`a//b`, `/a`), `.` or `..` segments.
+    if !prefix.is_empty()
+        && prefix
+            .trim_end_matches('/')
+            .split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return None;
+    }
+    Some((provider, bucket.to_owned(), prefix))
+}
+
 /// `[checkpoint] type = "object-store"`; unset settings come from the source's object store.
 pub(super) fn object_store_checkpoint(o: &Opts, source: &SourceConfig) -> Result<CheckpointConfig> {
     let (default_provider, base) = match source {
         SourceConfig::Cloud(c) => (c.provider, c.store.clone()),
         SourceConfig::Local { .. } => (Provider::S3, StoreSettings::default()),
     };
-    let provider = match o.string("provider")?.as_deref() {
-        None => default_provider,
-        Some("s3") => Provider::S3,
-        Some("oss") => Provider::Oss,
-        Some(other) => return Err(o.err("provider", format!("`{other}`: expected s3 or oss"))),
+    let (provider, bucket, prefix) = match o.string("url")? {
+        Some(url) => {
+            for key in ["provider", "bucket", "prefix"] {
+                if o.has(key) {
+                    return Err(o.err(key, "set either `url` or provider/bucket/prefix, not both"));
+                }
+            }
+            let (provider, bucket, prefix) = object_url(&url).ok_or_else(|| {
+                o.err(
+                    "url",
+                    format!("`{url}` is not `s3://bucket/prefix/` or `oss://bucket/prefix/`"),
+                )
+            })?;
+            (provider, bucket, prefix)
+        }
+        None => {
+            let provider = match o.string("provider")?.as_deref() {
+                None => default_provider,
+                Some("s3") => Provider::S3,
+                Some("oss") => Provider::Oss,
+                Some(other) => {
+                    return Err(o.err("provider", format!("`{other}`: expected s3 or oss")));
+                }
+            };
+            let bucket = o.required("bucket")?;
+            if bucket.is_empty() || bucket.contains('/') {
+                return Err(o.err("bucket", format!("`{bucket}` is not a bucket name")));
+            }
+            let prefix = o
+                .string("prefix")?
+                .unwrap_or_else(|| "floe/checkpoint/".into());
+            (provider, bucket, prefix)
+        }
     };
-    let bucket = o.required("bucket")?;
-    if bucket.is_empty() || bucket.contains('/') {
-        return Err(o.err("bucket", format!("`{bucket}` is not a bucket name")));
-    }
-    let prefix = o
-        .string("prefix")?
-        .unwrap_or_else(|| "floe/checkpoint/".into());
     let store = store_overrides(o, base)?;
     if provider == Provider::Oss && store.endpoint.is_none() {
         return Err(o.err("endpoint", "an oss checkpoint bucket needs an endpoint"));
@@ -593,7 +651,7 @@ pub(super) fn dead_letter(
             "the scheme of `path` names the store (s3://… or oss://…); remove `provider`",
         ));
     }
-    let Some((scheme, rest)) = path.split_once("://") else {
+    if !path.contains("://") {
         if path.trim().is_empty() {
             return Err(o.err("path", "is empty"));
         }
@@ -606,36 +664,16 @@ pub(super) fn dead_letter(
         return Ok(DeadLetterConfig::Local {
             path: resolve(&path),
         });
-    };
-    let provider = match scheme {
-        "s3" => Provider::S3,
-        "oss" => Provider::Oss,
-        other => {
-            return Err(o.err(
-                "path",
-                format!("`{other}://` is not a dead-letter location: use a folder, s3://bucket/prefix/ or oss://bucket/prefix/"),
-            ));
-        }
-    };
-    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    if bucket.is_empty() || bucket.contains(char::is_whitespace) {
-        return Err(o.err("path", format!("`{path}` names no bucket")));
     }
-    let mut prefix = prefix.to_owned();
-    if !prefix.is_empty() && !prefix.ends_with('/') {
-        prefix.push('/');
-    }
-    if !prefix.is_empty()
-        && prefix
-            .trim_end_matches('/')
-            .split('/')
-            .any(|s| s.is_empty() || s == "." || s == "..")
-    {
+    let Some((provider, bucket, prefix)) = object_url(&path) else {
         return Err(o.err(
             "path",
-            format!("`{path}`: the key prefix has an empty, `.` or `..` segment"),
+            format!(
+                "`{path}` is not a dead-letter location: use a folder, \
+                 s3://bucket/prefix/ or oss://bucket/prefix/"
+            ),
         ));
-    }
+    };
     let base = match source {
         SourceConfig::Cloud(c) => c.store.clone(),
         SourceConfig::Local { .. } => StoreSettings::default(),
@@ -785,6 +823,63 @@ mod tests {
     }
 
     #[test]
+    fn the_deployment_templates_spellings() {
+        // An s3 bucket whose events come through a queue, as template.yaml writes it.
+        let c = load(
+            "type = \"s3\"\nbucket = \"landing\"\nregion = \"eu-west-1\"\n\
+             queue-url = \"https://sqs.eu-west-1.amazonaws.com/1/landing-events\"\npath = \"logs/\"\n",
+            "[checkpoint]\ntype = \"object-store\"\nurl = \"s3://state/floe/checkpoint/\"\n",
+        )
+        .unwrap();
+        let s = cloud(&c);
+        assert_eq!(s.name, "sqs-landing-events");
+        assert!(matches!(s.queue, Some(QueueConfig::Sqs { .. })), "{s:?}");
+        assert_eq!(s.startup.mode, StartupMode::CommittedOffset);
+        assert_eq!(s.listing.as_ref().unwrap().bucket, "landing");
+        let CheckpointConfig::ObjectStore {
+            provider,
+            bucket,
+            prefix,
+            ..
+        } = &c.checkpoint
+        else {
+            panic!("{:?}", c.checkpoint)
+        };
+        assert_eq!(
+            (*provider, bucket.as_str(), prefix.as_str()),
+            (Provider::S3, "state", "floe/checkpoint/")
+        );
+
+        // An oss bucket whose events come through an MNS queue; the checkpoint url without a
+        // trailing slash still names a folder.
+        let c = load(
+            &format!("{MNS}type = \"oss\"\noss-bucket = \"landing\"\n").replacen(
+                "type = \"mns\"\n",
+                "",
+                1,
+            ),
+            "[checkpoint]\ntype = \"object-store\"\nurl = \"oss://state/floe\"\n",
+        )
+        .unwrap();
+        assert!(matches!(cloud(&c).queue, Some(QueueConfig::Mns { .. })));
+        let CheckpointConfig::ObjectStore {
+            provider, prefix, ..
+        } = &c.checkpoint
+        else {
+            panic!("{:?}", c.checkpoint)
+        };
+        assert_eq!((*provider, prefix.as_str()), (Provider::Oss, "floe/"));
+
+        assert_eq!(
+            object_url("s3://b"),
+            Some((Provider::S3, "b".into(), String::new()))
+        );
+        for bad in ["gs://b/p/", "s3:///p/", "s3://b//p", "b/p"] {
+            assert_eq!(object_url(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn every_bad_option_is_named() {
         let sqs = "type = \"sqs\"\nqueue-url = \"https://sqs.us-east-1.amazonaws.com/1/q\"\n";
         let cases: Vec<(String, &str, &str)> = vec![
@@ -909,6 +1004,21 @@ mod tests {
                 sqs.into(),
                 "[checkpoint]\ntype = \"object-store\"\nbucket = \"b\"\npath = \"x\"\n",
                 "checkpoint.path",
+            ),
+            (
+                sqs.into(),
+                "[checkpoint]\ntype = \"object-store\"\nurl = \"gs://b/p/\"\n",
+                "checkpoint.url",
+            ),
+            (
+                sqs.into(),
+                "[checkpoint]\ntype = \"object-store\"\nurl = \"s3://b/p/\"\nbucket = \"c\"\n",
+                "checkpoint.bucket",
+            ),
+            (
+                "type = \"s3\"\nbucket = \"b\"\nqueue-url = \"sqs/q\"\n".into(),
+                "",
+                "source.queue-url",
             ),
         ];
         for (source, extra, option) in cases {
