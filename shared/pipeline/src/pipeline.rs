@@ -112,6 +112,14 @@ impl Pipeline {
         let (stores, dedupe_ttl, cloud): (Arc<dyn StoreResolver>, Option<Duration>, _) =
             match &config.source {
                 SourceConfig::Local { folder, bucket, .. } => {
+                    // A folder that is not there is a mistake in the file (a typo), not an
+                    // empty bucket: say so rather than land nothing.
+                    if !folder.is_dir() {
+                        return Err(floe_core::Error::config(
+                            "source.folder",
+                            format!("{} is not a folder", folder.display()),
+                        ));
+                    }
                     let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(folder, bucket)?);
                     (Arc::new(SingleStore(store)), None, None)
                 }

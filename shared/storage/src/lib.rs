@@ -9,13 +9,16 @@
 //! - [`S3Store`] ([`s3`]): AWS S3, S3-compatible servers and Alibaba OSS through `aws-sdk-s3`.
 //! - [`PrefixedStore`]: any of them seen through a key prefix (a folder of a bucket used as a
 //!   store of its own: the dead-letter destination `s3://state/floe/dead-letter/`).
+//! - [`probe_conditional_writes`]: asks a store once whether it honours those conditions.
 
 mod local;
 mod prefixed;
+mod probe;
 pub mod s3;
 mod store;
 
 pub use local::LocalStore;
 pub use prefixed::PrefixedStore;
+pub use probe::probe_conditional_writes;
 pub use s3::{ChecksumPolicy, S3Store, S3StoreConfig};
 pub use store::{ByteStream, GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, collect_body};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use floe_checkpoint::{CheckpointStore, ObjectStoreCheckpoint};
 use floe_core::{Error, ErrorKind, ObjectChange, Provider, Result};
-use floe_storage::{ObjectStore, S3Store, S3StoreConfig};
+use floe_storage::{ObjectStore, S3Store, S3StoreConfig, probe_conditional_writes};
 
 use crate::config::StoreSettings;
 use crate::pipeline::StoreResolver;
@@ -50,6 +50,25 @@ pub async fn open_object_store_checkpoint(
     let store = open_s3(provider, bucket, settings)
         .await
         .map_err(|e| e.while_doing(format!("failed to open the checkpoint bucket {bucket}")))?;
+    // Claims and leases are conditional writes: make sure the store keeps them before any
+    // state is trusted to it (and that the bucket is there and writable).
+    let probe = format!("{prefix}_probe/{}", uuid::Uuid::now_v7());
+    probe_conditional_writes(&store, &probe)
+        .await
+        .map_err(|e| {
+            let e = e.while_doing(format!(
+                "failed to check the checkpoint bucket {bucket} (writing {})",
+                store.url(&probe)
+            ));
+            // A bucket that is not there or that the credentials cannot write is a deployment
+            // mistake, not a passing fault: report it as configuration.
+            match e.kind() {
+                ErrorKind::NotFound | ErrorKind::Auth => {
+                    Error::config("checkpoint.bucket", e.to_string())
+                }
+                _ => e,
+            }
+        })?;
     Ok(Arc::new(ObjectStoreCheckpoint::new(
         Arc::new(store),
         prefix,

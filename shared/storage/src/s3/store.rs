@@ -7,6 +7,9 @@ use chrono::{DateTime, Utc};
 use floe_core::{Error, Provider, Result};
 
 use super::client;
+
+/// OSS's create-only header on PUT (`x-oss-forbid-overwrite: true`).
+const OSS_FORBID_OVERWRITE: &str = "x-oss-forbid-overwrite";
 use super::config::S3StoreConfig;
 use super::error::{Op, map};
 use crate::store::{ByteStream, GetResult, ListPage, ObjectMeta, ObjectStore, PutMode};
@@ -285,15 +288,32 @@ impl ObjectStore for S3Store {
             PutMode::IfAbsent => req = req.if_none_match("*"),
             PutMode::IfMatch(etag) => req = req.if_match(quote(etag)),
         }
-        match req.send().await {
+        // OSS has its own create-only header; sent beside `If-None-Match` so a create holds on
+        // either reading of the request.
+        let sent = if mode == PutMode::IfAbsent && self.provider == Provider::Oss {
+            req.customize()
+                .mutate_request(|r| {
+                    r.headers_mut().insert(OSS_FORBID_OVERWRITE, "true");
+                })
+                .send()
+                .await
+        } else {
+            req.send().await
+        };
+        match sent {
             Ok(out) => Ok(Some(out.e_tag().map(unquote).unwrap_or_default())),
             Err(e) => {
                 // 412: the condition did not hold. S3 answers an `If-Match` on a missing key
-                // with 404, which means the same thing here.
+                // with 404, which means the same thing here; OSS refuses a forbidden overwrite
+                // with 409 `FileAlreadyExists`.
                 let status = e.raw_response().map(|r| r.status().as_u16());
+                let code = e.as_service_error().and_then(|s| s.meta().code());
                 let lost = match mode {
                     PutMode::Overwrite => false,
-                    PutMode::IfAbsent => status == Some(412),
+                    PutMode::IfAbsent => {
+                        status == Some(412)
+                            || (status == Some(409) && code == Some("FileAlreadyExists"))
+                    }
                     PutMode::IfMatch(_) => matches!(status, Some(412 | 404)),
                 };
                 if lost {

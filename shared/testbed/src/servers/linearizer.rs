@@ -13,8 +13,23 @@
 //!
 //! Requests and responses are buffered whole, so use it for small objects (state entries),
 //! not for streaming tests.
+//!
+//! [`Linearizer::start_dropping`] makes it a broken front on purpose: it removes the named
+//! request headers (say `If-None-Match` and `If-Match`) before passing a request on, the way an
+//! old S3-compatible server or a careless proxy ignores conditional writes. Put it before a
+//! server that checks no signatures (moto): the headers are signed, so a server that checks
+//! SigV4 refuses what is left.
+//!
+//! [`Linearizer::start_sigv4`] makes it a SigV4 gate before a server that knows only bearer
+//! tokens (lakana-server standing in for OSS Tables' or S3 Tables' Iceberg REST endpoint): each
+//! request's `Authorization` is checked against the expected keys, service and region (the
+//! request signed again from what arrived, with the time it names; the session token compared),
+//! then replaced by the bearer token. A request that fails the check gets 403 and never reaches
+//! the server. The keys can be changed while it runs ([`Linearizer::set_gate_credentials`]), as
+//! an STS token is replaced when it expires.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::body::{Body, to_bytes};
@@ -22,6 +37,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 use floe_core::{Error, ErrorKind, Result};
+use floe_signing::Credentials;
+use floe_signing::sigv4::{Payload, SigV4Signer};
 use tokio::task::JoinHandle;
 
 /// Largest request or response body passed through.
@@ -30,10 +47,122 @@ const MAX_BODY_BYTES: usize = 16 << 20;
 /// Headers that belong to one connection, not to the request.
 const HOP_BY_HOP: [&str; 4] = ["connection", "keep-alive", "transfer-encoding", "upgrade"];
 
+#[derive(Debug)]
 struct Shared {
     http: reqwest::Client,
     upstream: String,
     turn: tokio::sync::Mutex<()>,
+    dropped: Vec<HeaderName>,
+    gate: Option<SigV4Gate>,
+    checked: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// What a SigV4 gate accepts, and the bearer token it passes on in place of the signature.
+#[derive(Clone, Debug)]
+pub struct SigV4Gate {
+    /// The signing name (`osstables`, `s3tables`, `execute-api`).
+    pub service: String,
+    /// The signing region.
+    pub region: String,
+    /// The keys requests must be signed with (and the session token they must carry).
+    pub credentials: Arc<std::sync::Mutex<Credentials>>,
+    /// `Authorization: Bearer <this>` is what the server behind gets.
+    pub bearer: String,
+    /// When set, the gate answers `GET /v1/config` itself with this path prefix in its
+    /// `overrides`, as the managed catalogs name the prefix of a warehouse (lakana needs its
+    /// environment's name there, which a client configured for OSS Tables does not know).
+    pub config_prefix: Option<String>,
+}
+
+impl SigV4Gate {
+    /// A gate for `service` in `region` accepting `credentials`.
+    pub fn new(
+        service: &str,
+        region: &str,
+        credentials: Credentials,
+        bearer: impl Into<String>,
+    ) -> Self {
+        SigV4Gate {
+            service: service.to_owned(),
+            region: region.to_owned(),
+            credentials: Arc::new(std::sync::Mutex::new(credentials)),
+            bearer: bearer.into(),
+            config_prefix: None,
+        }
+    }
+
+    /// Answer `GET /v1/config` with `prefix` (see [`SigV4Gate::config_prefix`]).
+    pub fn with_config_prefix(mut self, prefix: &str) -> Self {
+        self.config_prefix = Some(prefix.to_owned());
+        self
+    }
+
+    /// Why the request's signature is not one made with the expected keys, or `None` when it is.
+    fn refusal(&self, parts: &axum::http::request::Parts, body: &[u8]) -> Option<String> {
+        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        let Some(auth) = header("authorization") else {
+            return Some("no authorization header".into());
+        };
+        let Some(rest) = auth.strip_prefix("AWS4-HMAC-SHA256 ") else {
+            return Some(format!("not a sigv4 authorization: {auth}"));
+        };
+        let field = |name: &str| {
+            rest.split(", ")
+                .find_map(|f| f.strip_prefix(&format!("{name}=")))
+                .unwrap_or_default()
+        };
+        let expected = self
+            .credentials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let scope: Vec<&str> = field("Credential").split('/').collect();
+        if scope.len() != 5
+            || scope[0] != expected.access_key_id()
+            || scope[2] != self.region
+            || scope[3] != self.service
+        {
+            return Some(format!(
+                "credential scope {} is not {}/…/{}/{}",
+                field("Credential"),
+                expected.access_key_id(),
+                self.region,
+                self.service
+            ));
+        }
+        let token = header("x-amz-security-token");
+        if token != expected.security_token().map(|t| t.expose()) {
+            return Some("the security token is not the current one".into());
+        }
+        let Some(time) = header("x-amz-date")
+            .and_then(|d| chrono::NaiveDateTime::parse_from_str(d, "%Y%m%dT%H%M%SZ").ok())
+        else {
+            return Some("no x-amz-date".into());
+        };
+        let time: std::time::SystemTime = time.and_utc().into();
+        let signed: Vec<&str> = field("SignedHeaders").split(';').collect();
+        let added = ["x-amz-date", "x-amz-security-token", "x-amz-content-sha256"];
+        let headers: Vec<(&str, &str)> = signed
+            .iter()
+            .filter(|h| !added.contains(h))
+            .map(|h| (*h, header(h).unwrap_or_default()))
+            .collect();
+        let host = header("host").unwrap_or_default();
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let again = match SigV4Signer::new(&self.service, &self.region).sign(
+            &expected,
+            parts.method.as_str(),
+            &format!("http://{host}{path}"),
+            &headers,
+            Payload::Bytes(body),
+            time,
+        ) {
+            Ok(a) => a,
+            Err(e) => return Some(format!("cannot sign the request again: {e}")),
+        };
+        (again.authorization() != Some(auth)).then(|| "the signature does not match".into())
+    }
 }
 
 /// A running front; stops when dropped.
@@ -41,12 +170,36 @@ struct Shared {
 pub struct Linearizer {
     endpoint: String,
     task: JoinHandle<()>,
+    shared: Arc<Shared>,
+    gate: Option<SigV4Gate>,
 }
 
 impl Linearizer {
     /// Listen on `127.0.0.1:0` and forward to `upstream` (`http://host:port`). Must be called
     /// inside a tokio runtime.
     pub async fn start(upstream: &str) -> Result<Self> {
+        Self::start_dropping(upstream, &[]).await
+    }
+
+    /// [`Linearizer::start`], removing the `dropped` request headers (lower-case names) from
+    /// every request it passes on.
+    pub async fn start_dropping(upstream: &str, dropped: &[&str]) -> Result<Self> {
+        Self::start_with(upstream, dropped, None).await
+    }
+
+    /// A SigV4 gate before `upstream` (see the module doc).
+    pub async fn start_sigv4(upstream: &str, gate: SigV4Gate) -> Result<Self> {
+        Self::start_with(upstream, &[], Some(gate)).await
+    }
+
+    async fn start_with(upstream: &str, dropped: &[&str], gate: Option<SigV4Gate>) -> Result<Self> {
+        let dropped = dropped
+            .iter()
+            .map(|h| {
+                HeaderName::from_bytes(h.as_bytes())
+                    .map_err(|e| Error::unexpected(format!("bad header name {h}")).with_source(e))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(|e| Error::from(e).while_doing("failed to bind the linearizer"))?;
@@ -62,14 +215,38 @@ impl Linearizer {
             http,
             upstream: upstream.trim_end_matches('/').to_owned(),
             turn: tokio::sync::Mutex::new(()),
+            dropped,
+            gate: gate.clone(),
+            checked: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         });
-        let app = Router::new().fallback(forward).with_state(shared);
+        let app = Router::new().fallback(forward).with_state(shared.clone());
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::warn!(error = %e, "linearizer stopped");
             }
         });
-        Ok(Linearizer { endpoint, task })
+        Ok(Linearizer {
+            endpoint,
+            task,
+            shared,
+            gate,
+        })
+    }
+
+    /// Requests the gate let through and refused so far.
+    pub fn gate_counts(&self) -> (u64, u64) {
+        (
+            self.shared.checked.load(Ordering::Relaxed),
+            self.shared.refused.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Accept only `credentials` from now on (an STS token replaced).
+    pub fn set_gate_credentials(&self, credentials: Credentials) {
+        if let Some(g) = &self.gate {
+            *g.credentials.lock().unwrap_or_else(|p| p.into_inner()) = credentials;
+        }
     }
 
     /// `http://127.0.0.1:<port>`: give this to clients instead of the server's endpoint.
@@ -102,12 +279,39 @@ async fn forward_one(shared: &Shared, req: Request) -> Result<Response> {
         .map(|p| p.as_str())
         .unwrap_or("/");
     let url = format!("{}{path}", shared.upstream);
+    if let Some(gate) = &shared.gate {
+        if let Some(why) = gate.refusal(&parts, &body) {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            return Ok((StatusCode::FORBIDDEN, format!("sigv4 gate: {why}")).into_response());
+        }
+        shared.checked.fetch_add(1, Ordering::Relaxed);
+        if let Some(prefix) = &gate.config_prefix
+            && parts.method == axum::http::Method::GET
+            && parts.uri.path() == "/v1/config"
+        {
+            let config = serde_json::json!({"defaults": {}, "overrides": {"prefix": prefix}});
+            return Ok((
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                config.to_string(),
+            )
+                .into_response());
+        }
+    }
     // The Host header is kept as the client signed it; hyper only adds one when it is missing.
     let mut out = shared.http.request(parts.method.clone(), &url);
     for (name, value) in &parts.headers {
-        if !is_hop_by_hop(name) && name.as_str() != "content-length" {
+        let signature = shared.gate.is_some()
+            && (name == "authorization" || name.as_str().starts_with("x-amz-"));
+        if !is_hop_by_hop(name)
+            && name.as_str() != "content-length"
+            && !shared.dropped.contains(name)
+            && !signature
+        {
             out = out.header(name, value);
         }
+    }
+    if let Some(gate) = &shared.gate {
+        out = out.bearer_auth(&gate.bearer);
     }
     let _turn = shared.turn.lock().await;
     let resp = out

@@ -28,7 +28,7 @@ mod process;
 mod s3s_fs;
 
 pub use lakana::{LAKANA_REQUIREMENT, LakanaServer};
-pub use linearizer::Linearizer;
+pub use linearizer::{Linearizer, SigV4Gate};
 pub use moto::{MOTO_REQUIREMENT, MotoServer};
 pub use process::{ServerProcess, free_port};
 pub use s3s_fs::S3sFs;
