@@ -13,7 +13,7 @@
 //! | `rest.sigv4-enabled` | sign every request with AWS SigV4 | `false` |
 //! | `rest.signing-name` | SigV4 service: `s3tables`, `osstables`, `glue`, … | `execute-api` |
 //! | `rest.signing-region` | SigV4 region | `client.region`, then `s3.region` |
-//! | `rest.access-key-id` / `rest.secret-access-key` / `rest.session-token` | SigV4 keys | `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN` |
+//! | `rest.access-key-id` / `rest.secret-access-key` / `rest.session-token` | SigV4 keys | `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`, then `ALIBABA_CLOUD_ACCESS_KEY_ID` / `_SECRET` / `ALIBABA_CLOUD_SECURITY_TOKEN` (Function Compute's role keys) |
 //! | `header.<name>` | extra header on every request | none |
 //! | `s3.*`, `client.*` | FileIO properties for the tables' data and metadata files | none |
 //! | `type`, `catalog-impl`, `io-impl`, `name` | read by whoever picks the catalog; ignored here | |
@@ -257,6 +257,20 @@ impl RestCatalogConfig {
 /// that sets a key id, else from `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` /
 /// `AWS_SESSION_TOKEN`. The parts of one source are never mixed with another's: a session token
 /// in the environment is not attached to keys from the properties.
+/// The environment variables keys are read from when the properties name none, in order.
+const ENV_KEYS: [[&str; 3]; 2] = [
+    [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+    ],
+    [
+        "ALIBABA_CLOUD_ACCESS_KEY_ID",
+        "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+        "ALIBABA_CLOUD_SECURITY_TOKEN",
+    ],
+];
+
 pub(crate) fn credentials_from<'a>(
     get: &impl Fn(&str) -> Option<&'a str>,
     sources: &[[&str; 3]],
@@ -275,17 +289,21 @@ pub(crate) fn credentials_from<'a>(
         }
     }
     let env = |k: &str| env(k).filter(|v| !v.is_empty());
-    match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
-        (Some(id), Some(secret)) => Ok(Credentials::new(id, secret)
-            .with_security_token(env("AWS_SESSION_TOKEN").unwrap_or_default())),
-        _ => {
-            let first = sources.first().map_or("access-key-id", |s| s[0]);
-            Err(Error::config(
-                first,
-                "no access key: set it, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
-            ))
+    // AWS's variables (Lambda sets them), then Alibaba Cloud's (Function Compute sets them to
+    // the function role's STS keys; OSS Tables signs SigV4 with the same keys).
+    for [id, secret, token] in ENV_KEYS {
+        if let (Some(id), Some(secret)) = (env(id), env(secret)) {
+            return Ok(
+                Credentials::new(id, secret).with_security_token(env(token).unwrap_or_default())
+            );
         }
     }
+    let first = sources.first().map_or("access-key-id", |s| s[0]);
+    Err(Error::config(
+        first,
+        "no access key: set it, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \
+         (ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET on Alibaba Cloud)",
+    ))
 }
 
 /// Java's `Boolean.parseBoolean` plus the usual spellings of yes and no.
@@ -431,6 +449,45 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn function_compute_role_keys_sign_an_oss_tables_catalog() {
+        // What FC sets for a function with a role; no AWS_* variables there.
+        let fc = |k: &str| match k {
+            "ALIBABA_CLOUD_ACCESS_KEY_ID" => Some("STS.fc-role".to_owned()),
+            "ALIBABA_CLOUD_ACCESS_KEY_SECRET" => Some("fc-secret".to_owned()),
+            "ALIBABA_CLOUD_SECURITY_TOKEN" => Some("fc-token".to_owned()),
+            _ => None,
+        };
+        let c = RestCatalogConfig::from_props_with_env(
+            &props(&[
+                ("uri", "https://cn-hangzhou.oss-tables.aliyuncs.com/iceberg"),
+                ("rest.sigv4-enabled", "true"),
+                ("rest.signing-name", "osstables"),
+                ("rest.signing-region", "cn-hangzhou"),
+            ]),
+            fc,
+        )
+        .unwrap();
+        let AuthConfig::SigV4 { credentials, .. } = c.auth else {
+            panic!("{:?}", c.auth)
+        };
+        assert_eq!(credentials.access_key_id(), "STS.fc-role");
+        assert_eq!(
+            credentials.security_token().map(Secret::expose),
+            Some("fc-token")
+        );
+        let e = RestCatalogConfig::from_props_with_env(
+            &props(&[
+                ("uri", "https://h"),
+                ("rest.sigv4-enabled", "true"),
+                ("rest.signing-region", "cn-hangzhou"),
+            ]),
+            no_env,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ALIBABA_CLOUD_ACCESS_KEY_ID"), "{e}");
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! `S3FileIO` onto it, and floe does the same: OpenDAL's S3 service takes any scheme, so an
 //! `oss://bucket/key` path becomes a request for `key` in `bucket` at `s3.endpoint` (when that is
 //! not set, `https://oss-<client.region>.aliyuncs.com`). Path-style or virtual-host addressing
-//! follows `s3.path-style-access`, as for S3.
+//! follows `s3.path-style-access`, as for S3; an endpoint on an IP address or `localhost`
+//! defaults to path style (virtual hosts cannot exist there).
 //!
 //! Checksums: OSS refuses the flexible checksums newer AWS SDKs send by default, which is why the
 //! seed runs Java with `aws.requestChecksumCalculation=when_required` and
@@ -35,6 +36,9 @@ use iceberg_storage_opendal::OpenDalStorageFactory;
 
 /// FileIO property: the S3 endpoint (iceberg's `s3.endpoint`).
 pub const S3_ENDPOINT: &str = "s3.endpoint";
+
+/// FileIO property: path-style addressing (iceberg's `s3.path-style-access`).
+const S3_PATH_STYLE_ACCESS: &str = "s3.path-style-access";
 
 /// The scheme of a location (`s3` of `s3://b/k`), lowercased; `file` for a bare absolute path.
 fn scheme_of(location: &str) -> Result<String> {
@@ -93,7 +97,29 @@ pub fn table_file_io(location: &str, props: &HashMap<String, String>) -> Result<
             ));
         }
     };
+    // Virtual-host addressing cannot work on an IP address or `localhost` (there is no
+    // `bucket.127.0.0.1`): such an endpoint means path style unless the properties say otherwise,
+    // as the AWS SDKs' S3 endpoint rules decide for IP endpoints.
+    if let Some(host) = props.get(S3_ENDPOINT).map(|e| endpoint_host(e))
+        && !props.contains_key(S3_PATH_STYLE_ACCESS)
+        && (host == "localhost" || host.parse::<std::net::IpAddr>().is_ok())
+    {
+        props.insert(S3_PATH_STYLE_ACCESS.to_owned(), "true".to_owned());
+    }
     Ok(FileIOBuilder::new(factory).with_props(props).build())
+}
+
+/// The host of an endpoint URL (`127.0.0.1` of `http://127.0.0.1:9000/`, `::1` of `http://[::1]:9000`).
+fn endpoint_host(endpoint: &str) -> String {
+    let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or(v6).to_owned();
+    }
+    authority
+        .rsplit_once(':')
+        .map_or(authority, |(h, _)| h)
+        .to_owned()
 }
 
 /// Catalog FileIO properties, overlaid with a table's `config`, then with the `config` of the
@@ -119,6 +145,17 @@ pub fn merge_table_props(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoint_hosts() {
+        assert_eq!(endpoint_host("http://127.0.0.1:9000/"), "127.0.0.1");
+        assert_eq!(endpoint_host("http://[::1]:9000"), "::1");
+        assert_eq!(
+            endpoint_host("https://s3.us-east-1.amazonaws.com"),
+            "s3.us-east-1.amazonaws.com"
+        );
+        assert_eq!(endpoint_host("localhost:4566"), "localhost");
+    }
 
     fn props(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs

@@ -4,11 +4,11 @@
 //! | key | meaning | default |
 //! |---|---|---|
 //! | `warehouse` | the table-bucket ARN (`arn:aws:s3tables:…:bucket/<name>`, `acs:osstables:…`) | required by the catalog |
-//! | `uri` | control-plane endpoint | `https://s3tables.<region>.amazonaws.com`; for an `acs:` ARN `https://<region>.oss-tables.aliyuncs.com` |
+//! | `uri` | control-plane endpoint | `AWS_ENDPOINT_URL_S3TABLES`, then `AWS_ENDPOINT_URL`, then `https://s3tables.<region>.amazonaws.com`; for an `acs:` ARN `https://<region>.oss-tables.aliyuncs.com` |
 //! | `s3tables.signing-region` | SigV4 region | `client.region`, then the ARN's region |
 //! | `s3tables.signing-name` | SigV4 signing name | `s3tables` |
 //! | `s3tables.access-key-id` / `s3tables.secret-access-key` / `s3tables.session-token` | keys | `s3.*` keys, then `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN` |
-//! | `s3.*`, `client.*` | FileIO properties for metadata and data files | `client.region` = the signing region |
+//! | `s3.*`, `client.*` | FileIO properties for metadata and data files | `client.region` = the signing region; `s3.endpoint` = `AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL` (AWS warehouses) |
 //! | `type`, `catalog-impl`, `io-impl`, `name` | read by whoever picks the catalog; ignored here | |
 //!
 //! Any other key is refused with its name.
@@ -115,13 +115,33 @@ impl S3TablesConfig {
                 )
             })?
             .to_owned();
+        // The AWS SDKs' endpoint overrides (`AWS_ENDPOINT_URL_<SERVICE>`, then
+        // `AWS_ENDPOINT_URL`) apply to S3 Tables as to every AWS client floe builds; OSS Tables
+        // (an `acs:` warehouse) is not an AWS service and ignores them.
+        let aws = !warehouse.as_deref().is_some_and(|w| w.starts_with("acs:"));
+        let env_endpoint = |service: &str| {
+            [
+                format!("AWS_ENDPOINT_URL_{service}"),
+                "AWS_ENDPOINT_URL".to_owned(),
+            ]
+            .iter()
+            .find_map(|k| env(k).filter(|v| !v.trim().is_empty()))
+            .filter(|_| aws)
+        };
         let endpoint = match get("uri") {
             Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
                 u.trim_end_matches('/').to_owned()
             }
             Some(u) => return Err(Error::config("uri", format!("`{u}` is not an http(s) url"))),
-            None => default_endpoint(warehouse.as_deref(), &region),
+            None => env_endpoint("S3TABLES")
+                .map(|u| u.trim_end_matches('/').to_owned())
+                .unwrap_or_else(|| default_endpoint(warehouse.as_deref(), &region)),
         };
+        if !file_io_props.contains_key("s3.endpoint")
+            && let Some(e) = env_endpoint("S3")
+        {
+            file_io_props.insert("s3.endpoint".to_owned(), e);
+        }
         let credentials = credentials_from(
             &get,
             &[
@@ -164,6 +184,30 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn aws_endpoint_overrides_apply_to_aws_warehouses_only() {
+        let env = |k: &str| match k {
+            "AWS_ENDPOINT_URL" => Some("http://127.0.0.1:5000/".to_owned()),
+            "AWS_ENDPOINT_URL_S3" => Some("http://127.0.0.1:5001".to_owned()),
+            "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("k".to_owned()),
+            _ => None,
+        };
+        let c = S3TablesConfig::from_props_with_env(
+            &props(&[("warehouse", "arn:aws:s3tables:us-east-1:1:bucket/b")]),
+            env,
+        )
+        .unwrap();
+        assert_eq!(c.endpoint, "http://127.0.0.1:5000");
+        assert_eq!(c.file_io_props["s3.endpoint"], "http://127.0.0.1:5001");
+        let c = S3TablesConfig::from_props_with_env(
+            &props(&[("warehouse", "acs:osstables:cn-hangzhou:1:bucket/b")]),
+            env,
+        )
+        .unwrap();
+        assert_eq!(c.endpoint, "https://cn-hangzhou.oss-tables.aliyuncs.com");
+        assert!(!c.file_io_props.contains_key("s3.endpoint"));
     }
 
     #[test]
