@@ -53,11 +53,31 @@ pub enum Command {
     /// bucket prefix), and land the objects they name again once fixed.
     #[command(subcommand)]
     DeadLetters(DeadLettersCommand),
+    /// Check a configuration file without landing anything.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Benchmark floe against arrow-rs and pyarrow + pyiceberg on generated data.
     Bench(BenchArgs),
     /// The benchmark's floor: arrow-json decode + Parquet encode of one NDJSON file.
     #[command(hide = true)]
     BenchRaw(BenchRawArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Read the file as floe reads it (every option checked, exit 2 naming a bad one) and print
+    /// what it means; with `--connect`, also reach what it names.
+    Check(ConfigCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigCheckArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Reach every endpoint the file names: the checkpoint store (and probe its conditional
+    /// writes), the source's bucket, the catalog. Lands nothing.
+    #[arg(long)]
+    pub connect: bool,
 }
 
 #[derive(Debug, Args)]
@@ -250,6 +270,7 @@ pub async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::DeadLetters(DeadLettersCommand::Replay(args)) => {
             crate::deadletters::replay(args).await
         }
+        Command::Config(ConfigCommand::Check(args)) => crate::check::check(args).await,
         Command::Bench(args) => crate::bench::bench(args).await,
         Command::BenchRaw(args) => crate::bench::bench_raw(args).await,
         Command::Tables(c) => tables_admin(c).await,

@@ -10,10 +10,13 @@ use floe_pipeline::{FloeConfig, Pipeline};
 use crate::cli::{BackfillArgs, ConfigArg, RunArgs};
 use crate::output::{print_backfill, print_report};
 
-/// Open the pipeline of a configuration file.
+/// Open the pipeline of a configuration file, and reach its source (a bucket that is not there
+/// fails here, with exit status 2, rather than as an empty pass).
 pub async fn open(config: &std::path::Path) -> Result<Pipeline> {
     let config = FloeConfig::load(config)?;
-    Pipeline::open(config).await
+    let pipeline = Pipeline::open(config).await?;
+    pipeline.check_source().await?;
+    Ok(pipeline)
 }
 
 /// `floe run`.

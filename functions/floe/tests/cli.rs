@@ -55,6 +55,70 @@ fn invalid_configuration_fails_at_start_naming_the_option() {
 }
 
 #[test]
+fn a_source_folder_that_is_not_there_fails_instead_of_landing_nothing() {
+    // A typo in `folder` used to print "nothing changed" and exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("floe.toml");
+    write(
+        &config,
+        "[source]\nfolder = \"nope\"\n[[routes]]\ntable = \"lake.t\"\n",
+    );
+    let (code, out, err) = floe(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("source.folder") && err.contains("nope"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("nope").exists(),
+        "no folder is made for it"
+    );
+}
+
+#[test]
+fn config_check_says_what_a_file_means_and_names_a_bad_option() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("bucket")).unwrap();
+    let config = dir.path().join("floe.toml");
+    write(
+        &config,
+        "[source]\nfolder = \"bucket\"\n[dead-letter]\npath = \"s3://state/floe/dl/\"\n\
+         [[routes]]\nprefix = \"orders/\"\ntable = \"lake.orders\"\n",
+    );
+    let path = config.to_str().unwrap();
+    let (code, out, err) = floe(&["config", "check", "--config", path]);
+    assert_eq!(code, 0, "{out}{err}");
+    for want in [
+        "source: folder",
+        "checkpoint: sqlite",
+        "dead letters: s3://state/floe/dl/",
+        "route route0: orders/ as Records -> iceberg lake.orders",
+        "ok: ",
+    ] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+    // Nothing was opened: no catalog or checkpoint file appeared.
+    assert!(!dir.path().join("checkpoint.db").exists());
+
+    // --connect opens what the file names (here: the local catalog and checkpoint table).
+    write(
+        &config,
+        "[source]\nfolder = \"bucket\"\n[[routes]]\ntable = \"lake.orders\"\n",
+    );
+    let (code, out, err) = floe(&["config", "check", "--config", path, "--connect"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("reached: catalog floe"), "{out}");
+
+    write(
+        &config,
+        "[source]\nfolder = \"bucket\"\nqueue = \"x\"\n[[routes]]\ntable = \"lake.orders\"\n",
+    );
+    let (code, _, err) = floe(&["config", "check", "--config", path]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("source.queue"), "{err}");
+}
+
+#[test]
 fn every_command_has_help() {
     for args in [
         vec!["--help"],
@@ -65,6 +129,8 @@ fn every_command_has_help() {
         vec!["tables", "list", "--help"],
         vec!["tables", "show", "--help"],
         vec!["bench", "--help"],
+        vec!["config", "check", "--help"],
+        vec!["dead-letters", "replay", "--help"],
     ] {
         let (code, out, _) = floe(&args);
         assert_eq!(code, 0, "{args:?}");

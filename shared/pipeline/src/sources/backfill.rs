@@ -26,7 +26,7 @@
 use std::time::{Duration, Instant};
 
 use floe_checkpoint::{StoreExt, now_ms};
-use floe_core::{Error, ObjectChange, Operation, Result};
+use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
 use floe_queue::Phase;
 use floe_storage::{ObjectMeta, ObjectStore};
 use futures::{StreamExt, TryStreamExt};
@@ -81,8 +81,7 @@ pub enum BackfillStop {
     Deadline,
     /// Objects of a page are still not done; the next call lists that page again.
     Failures,
-    /// The source has no listing in progress (its listing finished earlier, or its startup
-    /// mode does not list).
+    /// The source's listing finished earlier (an `INITIAL` source past its listing).
     NotListing,
 }
 
@@ -152,6 +151,39 @@ async fn with_etags(store: &dyn ObjectStore, objects: Vec<ObjectMeta>) -> Result
 }
 
 impl Pipeline {
+    /// Reach the bucket a cloud source names: list one key of it. A bucket that is not there, or
+    /// that the credentials cannot list, is a configuration error naming it (`floe run` and
+    /// `floe config check --connect` ask before landing anything). A local folder was checked
+    /// when the pipeline opened; a source without a bucket has nothing to ask.
+    pub async fn check_source(&self) -> Result<()> {
+        let Some(src) = &self.cloud else {
+            return Ok(());
+        };
+        let Some(listing) = &src.config.listing else {
+            return Ok(());
+        };
+        let probe = ObjectChange {
+            key: String::new(),
+            ..listed_change(src, &listing.bucket, ObjectMeta::default())
+        };
+        let store = self.stores.store(&probe)?;
+        let prefix = listing.prefixes.first().map(String::as_str).unwrap_or("");
+        match store.list(prefix, None, 1).await {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Auth) => {
+                let option = match src.config.provider {
+                    floe_core::Provider::Oss => "source.oss-bucket",
+                    _ => "source.bucket",
+                };
+                Err(Error::config(
+                    option,
+                    format!("cannot list {}: {e}", store.url(prefix)),
+                ))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// [`Pipeline::backfill_with`] without progress lines.
     pub async fn backfill(&self, deadline: Instant) -> Result<BackfillReport> {
         self.backfill_with(deadline, &mut |_| {}).await
@@ -175,14 +207,16 @@ impl Pipeline {
             ));
         };
         let mut report = BackfillReport::default();
-        if !src.config.lists() {
-            report.stop = BackfillStop::NotListing;
-            return Ok(report);
-        }
-        let decision = src.cursor.start(&src.config.startup, now_ms()).await?;
-        if decision.phase() != Phase::Listing {
-            report.stop = BackfillStop::NotListing;
-            return Ok(report);
+        // A source whose startup mode lists nothing (a queue source that names its bucket) is
+        // backfilled when asked as a one-off SNAPSHOT of the bucket: a resumable position of its
+        // own, the queue's cursor untouched. An object the queue delivers too lands once.
+        let one_off = !src.config.lists();
+        if !one_off {
+            let decision = src.cursor.start(&src.config.startup, now_ms()).await?;
+            if decision.phase() != Phase::Listing {
+                report.stop = BackfillStop::NotListing;
+                return Ok(report);
+            }
         }
         // The store of the listed bucket is the one its changes resolve to.
         let probe = ObjectChange {
@@ -198,7 +232,11 @@ impl Pipeline {
         let mut reserve = Duration::from_secs(1);
         let mut stopped = None;
         for prefix in &prefixes {
-            let key = prefix_key(&src, prefix);
+            let key = if one_off {
+                format!("{}snapshot/{prefix}", src.key_prefix())
+            } else {
+                prefix_key(&src, prefix)
+            };
             let (mut state, mut version) =
                 match self.checkpoint.get_json::<PrefixState>(&key).await? {
                     Some((s, v)) => (s, Some(v)),
@@ -290,7 +328,9 @@ impl Pipeline {
             report.stop = stop;
             return Ok(report);
         }
-        src.cursor.mark_listing_done(now_ms()).await?;
+        if !one_off {
+            src.cursor.mark_listing_done(now_ms()).await?;
+        }
         tracing::info!(source = %src.config.name, "backfill done");
         report.stop = BackfillStop::Done;
         Ok(report)
