@@ -56,6 +56,16 @@ impl FunctionDir {
         Ok(FunctionDir { dir })
     }
 
+    /// A folder for a function configured only by its environment, as the deployment
+    /// templates configure it (`FLOE_CONFIG_TOML`): no `floe.toml` is written, and a process
+    /// started here inherits nothing but `PATH`: what it sees is what the platform and the
+    /// template give it.
+    pub fn deployed() -> Result<Self> {
+        Ok(FunctionDir {
+            dir: tempfile::tempdir()?,
+        })
+    }
+
     /// The folder (canonical, as the SQL catalog records paths).
     pub fn path(&self) -> PathBuf {
         self.dir
@@ -117,9 +127,18 @@ impl FunctionDir {
     /// platform it picks, and `extra` variables.
     fn command(&self, bin: &Path, extra: &[(String, String)]) -> Command {
         let mut cmd = Command::new(bin);
-        cmd.current_dir(self.path())
-            .env("FLOE_CONFIG", self.config())
-            .env_remove("FLOE_CONFIG_TOML")
+        cmd.current_dir(self.path());
+        if !self.config().exists() {
+            // `deployed`: the environment is the platform's and the template's, nothing else.
+            cmd.env_clear();
+            if let Some(path) = std::env::var_os("PATH") {
+                cmd.env("PATH", path);
+            }
+        }
+        if self.config().exists() {
+            cmd.env("FLOE_CONFIG", self.config());
+        }
+        cmd.env_remove("FLOE_CONFIG_TOML")
             .env_remove("AWS_LAMBDA_RUNTIME_API")
             .env_remove("FC_SERVER_PORT")
             .env_remove("FLOE_FAULT")

@@ -5,6 +5,7 @@
 //! - [`lambda`]: a Lambda Runtime API emulator serving real HTTP on 127.0.0.1.
 //! - [`maxcompute`]: a MaxCompute REST and Tunnel emulator serving real HTTP on 127.0.0.1.
 //! - [`pyiceberg`]: reading tables back with pyiceberg.
+//! - [`templates`]: the environment `template.yaml` and `s.yaml` give each function, rendered.
 //! - [`recorder`]: an HTTP server that records requests and answers as a test says.
 //! - [`venv`]: finding the venv's tools and running its python (pyiceberg read-back scripts).
 //! - [`servers`]: launchers for real local servers on free ports, killed on drop: `s3s-fs`,
@@ -18,4 +19,5 @@ pub mod mns;
 pub mod pyiceberg;
 pub mod recorder;
 pub mod servers;
+pub mod templates;
 pub mod venv;

@@ -1,0 +1,251 @@
+//! The Function Compute stack as shipped: `s.yaml` rendered as Serverless Devs renders it (its
+//! `vars` pointed at the stand-ins, as a user points them at their region), then the function
+//! binaries run as FC custom runtimes with exactly the environment `s.yaml` gives them plus
+//! what FC sets (the role's STS keys in `ALIBABA_CLOUD_*`). Stand-ins: s3s-fs as OSS (source
+//! and state buckets), the MNS emulator (signatures checked), lakana-server as OSS Tables'
+//! Iceberg REST endpoint behind a gate that checks every request's SigV4 (`osstables`, the STS
+//! token), and the MaxCompute emulator. OSS trigger → ingest; MNS queue → poll; commit; rows
+//! read back with pyiceberg and from the MaxCompute emulator.
+
+use bytes::Bytes;
+use floe_core::Provider;
+use floe_signing::Credentials;
+use floe_storage::{ObjectStore, PutMode, S3Store, S3StoreConfig};
+use floe_testbed::functions::{FunctionDir, FunctionProcess};
+use floe_testbed::maxcompute::{MaxComputeEmulator, MaxComputeEmulatorConfig};
+use floe_testbed::mns::{MnsEmulator, MnsEmulatorConfig};
+use floe_testbed::servers::{LakanaServer, Linearizer, S3sFs, SigV4Gate};
+use floe_testbed::templates::{fc_template, function_env, render, sibling_binary};
+use serde_json::{Value, json};
+
+const OWN: &str = env!("CARGO_BIN_EXE_floe");
+const REGION: &str = "cn-hangzhou";
+const SOURCE: &str = "landing";
+const STATE: &str = "floe-state";
+const QUEUE: &str = "floe-oss-events";
+const PROJECT: &str = "floe_project";
+/// The STS token FC hands the function with the role's keys.
+const TOKEN: &str = "CAIS-floe-fc-role-sts-token";
+
+fn sts() -> Credentials {
+    Credentials::new(S3sFs::ACCESS_KEY_ID, S3sFs::SECRET_ACCESS_KEY).with_security_token(TOKEN)
+}
+
+/// What FC sets for a function with a role, besides what `s.yaml` says.
+fn fc_env(template: Vec<(String, String)>, name: &str) -> Vec<(String, String)> {
+    let mut env = template;
+    env.extend(
+        [
+            ("ALIBABA_CLOUD_ACCESS_KEY_ID", S3sFs::ACCESS_KEY_ID),
+            ("ALIBABA_CLOUD_ACCESS_KEY_SECRET", S3sFs::SECRET_ACCESS_KEY),
+            ("ALIBABA_CLOUD_SECURITY_TOKEN", TOKEN),
+            ("FC_REGION", REGION),
+            ("FC_ACCOUNT_ID", "1234567890"),
+            ("FC_FUNCTION_NAME", name),
+            ("FC_FUNCTION_MEMORY_SIZE", "1024"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned())),
+    );
+    env
+}
+
+fn fc_headers(id: &str) -> Vec<(&str, &str)> {
+    vec![
+        ("x-fc-request-id", id),
+        ("x-fc-control-path", "/invoke"),
+        ("x-fc-function-timeout", "120"),
+        ("x-fc-access-key-id", S3sFs::ACCESS_KEY_ID),
+        ("x-fc-access-key-secret", S3sFs::SECRET_ACCESS_KEY),
+        ("x-fc-security-token", TOKEN),
+        ("content-type", "application/octet-stream"),
+    ]
+}
+
+fn invoke(f: &FunctionProcess, id: &str, body: &[u8]) -> Value {
+    let r = f.fc("POST", "/invoke", &fc_headers(id), body).unwrap();
+    assert_eq!(
+        (r.status, r.header("x-fc-status")),
+        (200, Some("200")),
+        "{id}: {}\n{}",
+        String::from_utf8_lossy(&r.body),
+        f.log_tail()
+    );
+    r.json()
+}
+
+fn oss_event(key: &str, etag: &str, size: usize) -> Value {
+    json!({
+        "eventName": "ObjectCreated:PutObject",
+        "eventSource": "acs:oss",
+        "eventTime": "2026-12-01T08:30:45.000Z",
+        "eventVersion": "1.0",
+        "oss": {
+            "bucket": {"arn": format!("acs:oss:{REGION}:1234567890:{SOURCE}"), "name": SOURCE, "ownerIdentity": "1234567890"},
+            "object": {"deltaSize": size, "eTag": etag, "key": key, "size": size},
+            "ossSchemaVersion": "1.0",
+            "ruleId": "floe"
+        },
+        "region": REGION
+    })
+}
+
+async fn put(store: &S3Store, key: &str, ids: std::ops::Range<i64>) -> Value {
+    let body: String = ids.map(|i| format!("{{\"id\":{i}}}\n")).collect();
+    let size = body.len();
+    let etag = store
+        .put(key, Bytes::from(body), PutMode::Overwrite)
+        .await
+        .unwrap()
+        .unwrap();
+    oss_event(key, &etag.to_ascii_uppercase(), size)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fc_stack_lands_rows_with_its_own_configuration() {
+    // OSS: s3s-fs behind the one-request-at-a-time front (atomic conditional writes).
+    let s3s = S3sFs::start().await.expect("start s3s-fs");
+    for b in [SOURCE, STATE] {
+        s3s.create_bucket(b).unwrap();
+    }
+    let oss = Linearizer::start(&s3s.endpoint()).await.unwrap();
+    let source = S3Store::new(
+        S3StoreConfig::new(Provider::Oss, SOURCE)
+            .with_endpoint(oss.endpoint())
+            .with_region(REGION)
+            .with_path_style(true)
+            .with_keys(S3sFs::ACCESS_KEY_ID, S3sFs::SECRET_ACCESS_KEY, None),
+    )
+    .await
+    .unwrap();
+    let state = source.with_bucket(STATE).unwrap();
+    let mns = MnsEmulator::start(MnsEmulatorConfig::new(sts()).with_queue(QUEUE))
+        .await
+        .unwrap();
+    let lakana = LakanaServer::start().await.expect("start lakana-server");
+    let gate = Linearizer::start_sigv4(
+        &lakana.uri(),
+        SigV4Gate::new("osstables", REGION, sts(), lakana.token())
+            .with_config_prefix(lakana.prefix()),
+    )
+    .await
+    .unwrap();
+    let mc = MaxComputeEmulator::start(MaxComputeEmulatorConfig::new(sts()))
+        .await
+        .unwrap();
+
+    // s.yaml with its vars pointed at the stand-ins and MaxCompute switched on.
+    let maxcompute = format!(
+        "[maxcompute]\nendpoint = \"{}\"\ntunnel_endpoint = \"{}\"\nproject = \"{PROJECT}\"\ntable_name = \"events\"\n",
+        mc.endpoint(),
+        mc.tunnel_endpoint()
+    );
+    let vars = [
+        ("ossEndpoint", oss.endpoint().to_owned()),
+        ("mnsEndpoint", mns.endpoint().to_owned()),
+        ("catalogUri", gate.endpoint().to_owned()),
+        ("routeTable", "bronze.events".to_owned()),
+        ("routeTargets", "[\"iceberg\", \"maxcompute\"]".to_owned()),
+        ("maxcompute", maxcompute),
+    ];
+    let mut args: Vec<String> = [
+        ("--env", format!("FLOE_REGION={REGION}")),
+        ("--env", format!("FLOE_SOURCE_BUCKET={SOURCE}")),
+        ("--env", format!("FLOE_STATE_BUCKET={STATE}")),
+        (
+            "--env",
+            "FLOE_TABLE_BUCKET_ARN=acs:osstables:cn-hangzhou:1234567890:bucket/floe".to_owned(),
+        ),
+        ("--config", "AccountID=1234567890".to_owned()),
+    ]
+    .into_iter()
+    .flat_map(|(f, v)| [f.to_owned(), v])
+    .collect();
+    for (k, v) in vars {
+        args.extend(["--var".to_owned(), format!("{k}={v}")]);
+    }
+    let r = render("fc", &fc_template(), &args).unwrap();
+    let dir = FunctionDir::deployed().unwrap();
+    let spawn = |function: &str| {
+        let binary = r["functions"][function]["binary"].as_str().unwrap();
+        dir.spawn_fc(
+            &sibling_binary(OWN, binary),
+            &fc_env(function_env(&r, function), function),
+        )
+        .unwrap()
+    };
+
+    // The OSS trigger: two objects.
+    let ingest = spawn("ingest");
+    let a = put(&source, "orders/a.ndjson", 0..3).await;
+    let b = put(&source, "orders/b.ndjson", 3..5).await;
+    let out = invoke(
+        &ingest,
+        "fc-oss-1",
+        json!({ "events": [a, b] }).to_string().as_bytes(),
+    );
+    assert_eq!(out["rows"], 5, "{out}");
+    drop(ingest);
+
+    // The MNS queue: one more object, pulled by poll on its timer.
+    let c = put(&source, "orders/c.ndjson", 5..9).await;
+    mns.send_message(QUEUE, &json!({ "events": [c] }).to_string())
+        .unwrap();
+    let poll = spawn("poll");
+    let timer =
+        json!({"triggerTime": "2026-12-01T08:31:00Z", "triggerName": "timer", "payload": ""});
+    let out = invoke(&poll, "fc-timer-1", timer.to_string().as_bytes());
+    assert_eq!(out["rows"], 4, "{out}\n{}", poll.log_tail());
+    assert_eq!(mns.queue_len(QUEUE), 0);
+    drop(poll);
+
+    // Commit on its timer: Iceberg through the SigV4 gate, MaxCompute through its tunnel.
+    let commit = spawn("commit");
+    let out = invoke(&commit, "fc-commit-1", br#"{"force":true}"#);
+    let committed: u64 = out["commits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{out}\n{}", commit.log_tail()))
+        .iter()
+        .map(|c| c["rows"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        committed,
+        18,
+        "9 rows to Iceberg, 9 to MaxCompute: {out}\n{}",
+        commit.log_tail()
+    );
+    drop(commit);
+
+    let read = floe_testbed::pyiceberg::read_rest_table(
+        &lakana.uri(),
+        &lakana.token(),
+        lakana.prefix(),
+        "bronze.events",
+    );
+    let mut ids: Vec<i64> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, (0..9).collect::<Vec<_>>(), "{read}");
+    let rows = mc.rows(&format!("{PROJECT}.events"), None).unwrap();
+    assert_eq!(rows.len(), 9, "{rows:?}");
+    let (checked, refused) = gate.gate_counts();
+    assert!(checked > 0, "no catalog request went through the gate");
+    assert_eq!(refused, 0, "the gate refused a catalog request");
+
+    // floe's state is in the state bucket, nothing of it on the function's disk.
+    let listed = state.list("floe/checkpoint/", None, 1000).await.unwrap();
+    assert!(
+        !listed.objects.is_empty(),
+        "no checkpoint entries in the state bucket"
+    );
+    for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        assert!(
+            name.ends_with(".log"),
+            "a function wrote {name} to its disk"
+        );
+    }
+}

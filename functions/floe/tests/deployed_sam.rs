@@ -1,0 +1,588 @@
+//! The SAM stack as shipped: `template.yaml` rendered for its conditions, then the function
+//! binaries run under the Lambda Runtime API emulator with exactly the environment the template
+//! gives them (the rendered `FLOE_CONFIG_TOML`) plus what Lambda sets (the function's role keys
+//! in `AWS_*`), against moto standing in for S3, SQS and S3 Tables (reached through the AWS
+//! SDKs' own `AWS_ENDPOINT_URL` override). Objects put in the source bucket notify the queue;
+//! the SQS event source pushes them to ingest (or the poll function pulls them); commit lands
+//! them in the S3 Tables table; pyiceberg reads the table back from its metadata file.
+//!
+//! Every combination of the template's conditions is also read by floe's own parser here, so a
+//! template that writes an option floe does not read fails this test.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use aws_sdk_s3::types::{Event, NotificationConfiguration, QueueConfiguration};
+use bytes::Bytes;
+use floe_core::Provider;
+use floe_iceberg::s3tables::S3TablesAdmin;
+use floe_pipeline::FloeConfig;
+use floe_pipeline::config::{CheckpointConfig, QueueConfig, SourceConfig, parse};
+use floe_queue::StartupMode;
+use floe_queue::sqs::{SqsConfig, SqsConsumer};
+use floe_storage::{ObjectStore, PutMode, S3Store, S3StoreConfig};
+use floe_testbed::functions::FunctionDir;
+use floe_testbed::lambda::LambdaRuntimeApi;
+use floe_testbed::servers::MotoServer;
+use floe_testbed::templates::{function_env, render, sam_template, sibling_binary};
+use floe_testbed::venv::{python_with, run_python};
+use serde_json::{Value, json};
+
+const OWN: &str = env!("CARGO_BIN_EXE_floe");
+const SOURCE: &str = "floe-src";
+const STATE: &str = "floe-state";
+const QUEUE: &str = "floe-ingest";
+const KEY: &str = MotoServer::ACCESS_KEY_ID;
+const REGION: &str = MotoServer::REGION;
+const WAIT: Duration = Duration::from_secs(90);
+
+/// A rendered configuration read as a deployed function reads it.
+fn parse_rendered(toml: &str) -> floe_core::Result<FloeConfig> {
+    FloeConfig::from_raw(parse(toml, false)?, Path::new("/var/task"))
+}
+
+fn rendered_toml(render: &Value, function: &str) -> String {
+    render["functions"][function]["env"]["FLOE_CONFIG_TOML"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{function} has no FLOE_CONFIG_TOML: {render}"))
+        .to_owned()
+}
+
+fn resource_args(queue_url: &str) -> Vec<String> {
+    [
+        format!("SourceBucketName={SOURCE}"),
+        "CatalogUri=https://s3tables.us-east-1.amazonaws.com/iceberg".to_owned(),
+        format!("MaxComputeSecretArn=arn:aws:secretsmanager:{REGION}:1:secret:mc"),
+    ]
+    .iter()
+    .flat_map(|p| ["--param".to_owned(), p.clone()])
+    .chain([
+        "--resource-value".to_owned(),
+        format!("IngestQueue={queue_url}"),
+        "--resource-value".to_owned(),
+        format!("StateBucket={STATE}"),
+        "--attr".to_owned(),
+        format!("TableBucket.TableBucketARN=arn:aws:s3tables:{REGION}:1:bucket/floe-tables"),
+    ])
+    .collect()
+}
+
+#[test]
+fn every_combination_of_the_template_is_read_by_floe() {
+    let out = render(
+        "sam-combinations",
+        &sam_template(),
+        &resource_args("https://sqs.us-east-1.amazonaws.com/1/floe-ingest"),
+    )
+    .unwrap();
+    let renders = out["renders"].as_array().unwrap();
+    assert!(renders.len() >= 8, "{out}");
+    for r in renders {
+        let name = r["name"].as_str().unwrap_or("?");
+        let functions = r["functions"].as_object().unwrap();
+        assert_eq!(functions.len(), 4, "{name}: {functions:?}");
+        for function in functions.keys() {
+            let toml = rendered_toml(r, function);
+            // The MaxCompute keys come from the environment the template sets beside it.
+            let env = function_env(r, function);
+            let has_mc = toml.contains("[maxcompute]");
+            assert_eq!(
+                env.iter().any(|(k, v)| k == "FLOE_MAXCOMPUTE_ACCESS_KEY"
+                    && v.starts_with("{{resolve:secretsmanager:")),
+                has_mc,
+                "{name} {function}: the MaxCompute key must be a Secrets Manager reference"
+            );
+            // SAFETY of the test: `${env:…}` is expanded by the parser from this process.
+            let toml = toml
+                .replace("${env:FLOE_MAXCOMPUTE_ACCESS_ID}", "mc-id")
+                .replace("${env:FLOE_MAXCOMPUTE_ACCESS_KEY}", "mc-key");
+            let c =
+                parse_rendered(&toml).unwrap_or_else(|e| panic!("{name} {function}: {e}\n{toml}"));
+            let SourceConfig::Cloud(s) = &c.source else {
+                panic!("{name}: not a cloud source")
+            };
+            assert!(matches!(s.queue, Some(QueueConfig::Sqs { .. })), "{name}");
+            // Messages sent before a first poll are work too (push can be switched to poll).
+            assert_eq!(s.startup.mode, StartupMode::EarliestOffset, "{name}");
+            assert_eq!(s.listing.as_ref().unwrap().bucket, SOURCE, "{name}");
+            assert!(
+                matches!(&c.checkpoint, CheckpointConfig::ObjectStore { bucket, .. } if bucket == STATE),
+                "{name}"
+            );
+            assert_eq!(c.maxcompute.is_some(), has_mc, "{name}");
+            assert_eq!(
+                c.routes[0].targets.maxcompute.is_some(),
+                has_mc,
+                "{name}: the route must land in MaxCompute when the stack has it"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_option_floe_does_not_read_fails_the_template() {
+    // What the issue found: a template that says `queue = "x"` must not pass.
+    let text = std::fs::read_to_string(sam_template()).unwrap();
+    let broken = text.replacen(
+        "                type = \"sqs\"\n",
+        "                type = \"sqs\"\n                queue = \"x\"\n",
+        1,
+    );
+    assert_ne!(
+        broken, text,
+        "the template's [source] moved: update this test"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("template.yaml");
+    std::fs::write(&path, broken).unwrap();
+    let r = render(
+        "sam",
+        &path,
+        &resource_args("https://sqs.us-east-1.amazonaws.com/1/floe-ingest"),
+    )
+    .unwrap();
+    let e = parse_rendered(&rendered_toml(&r, "IngestFunction")).unwrap_err();
+    assert!(e.to_string().contains("source.queue"), "{e}");
+}
+
+/// What Lambda sets besides the runtime variables: the role's keys, and (for this test) the AWS
+/// SDKs' endpoint override pointing every AWS client at moto.
+fn lambda_env(moto: &MotoServer, template: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut env = template;
+    env.extend(
+        [
+            ("AWS_ACCESS_KEY_ID", KEY.to_owned()),
+            (
+                "AWS_SECRET_ACCESS_KEY",
+                MotoServer::SECRET_ACCESS_KEY.to_owned(),
+            ),
+            ("AWS_SESSION_TOKEN", "lambda-session-token".to_owned()),
+            ("AWS_ENDPOINT_URL", moto.endpoint()),
+        ]
+        .map(|(k, v)| (k.to_owned(), v)),
+    );
+    env
+}
+
+/// Receive what the queue holds (as the SQS event source does) as one Lambda SQS event.
+async fn sqs_event(sqs: &aws_sdk_sqs::Client, url: &str, want: usize) -> (Vec<u8>, Vec<String>) {
+    let mut records = Vec::new();
+    let mut handles = Vec::new();
+    for _ in 0..20 {
+        let out = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        for m in out.messages() {
+            records.push(json!({
+                "messageId": m.message_id(), "receiptHandle": m.receipt_handle(),
+                "body": m.body(), "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {}, "md5OfBody": m.md5_of_body(), "eventSource": "aws:sqs",
+                "eventSourceARN": format!("arn:aws:sqs:{REGION}:{}:{QUEUE}", MotoServer::ACCOUNT_ID),
+                "awsRegion": REGION
+            }));
+            handles.push(m.receipt_handle().unwrap().to_owned());
+        }
+        if records.len() >= want {
+            break;
+        }
+    }
+    assert!(
+        records.len() >= want,
+        "{} of {want} messages",
+        records.len()
+    );
+    (
+        json!({ "Records": records }).to_string().into_bytes(),
+        handles,
+    )
+}
+
+fn ndjson(ids: std::ops::Range<i64>) -> Bytes {
+    Bytes::from(ids.map(|i| format!("{{\"id\":{i}}}\n")).collect::<String>())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sam_stack_lands_rows_with_its_own_configuration() {
+    let moto = MotoServer::start().await.expect("start moto_server");
+    let keys = |bucket: &str| {
+        S3StoreConfig::new(Provider::S3, bucket)
+            .with_endpoint(moto.endpoint())
+            .with_region(REGION)
+            .with_path_style(true)
+            .with_keys(KEY, MotoServer::SECRET_ACCESS_KEY, None)
+    };
+
+    // What the stack creates: the buckets, the queue and its notifications, the table bucket.
+    let source = S3Store::new(keys(SOURCE)).await.unwrap();
+    let state = S3Store::new(keys(STATE)).await.unwrap();
+    let s3 = source.sdk_client();
+    for b in [SOURCE, STATE] {
+        s3.create_bucket().bucket(b).send().await.unwrap();
+    }
+    let admin_sqs = SqsConsumer::new(
+        SqsConfig::new(format!(
+            "{}/{}/{QUEUE}",
+            moto.endpoint(),
+            MotoServer::ACCOUNT_ID
+        ))
+        .with_endpoint(moto.endpoint())
+        .with_region(REGION)
+        .with_keys(KEY, MotoServer::SECRET_ACCESS_KEY, None),
+    )
+    .await
+    .unwrap();
+    let sqs = admin_sqs.sdk_client();
+    let queue_url = sqs
+        .create_queue()
+        .queue_name(QUEUE)
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_owned();
+    // An object from before the stack: no notification ever names it; a backfill lists it.
+    source
+        .put("orders/before.ndjson", ndjson(200..202), PutMode::Overwrite)
+        .await
+        .unwrap();
+    let events = [Event::S3ObjectCreated, Event::S3ObjectRemoved];
+    s3.put_bucket_notification_configuration()
+        .bucket(SOURCE)
+        .notification_configuration(
+            NotificationConfiguration::builder()
+                .queue_configurations(
+                    QueueConfiguration::builder()
+                        .queue_arn(format!(
+                            "arn:aws:sqs:{REGION}:{}:{QUEUE}",
+                            MotoServer::ACCOUNT_ID
+                        ))
+                        .set_events(Some(events.to_vec()))
+                        .build()
+                        .unwrap(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let admin_props: std::collections::HashMap<String, String> = [
+        ("uri", moto.endpoint()),
+        ("client.region", REGION.to_owned()),
+        ("s3tables.access-key-id", KEY.to_owned()),
+        ("s3tables.secret-access-key", KEY.to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let admin = S3TablesAdmin::from_props(&admin_props).unwrap();
+    let arn = admin.create_table_bucket("floe-tables").await.unwrap()["arn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // The template, rendered with the ordinary parameters and these resources.
+    let mut args = resource_args(&queue_url);
+    args.extend(["--param".to_owned(), format!("TableBucketArn={arn}")]);
+    let r = render("sam", &sam_template(), &args).unwrap();
+    assert_eq!(r["conditions"]["IsRest"], false, "{r}");
+    let env = |function: &str| lambda_env(&moto, function_env(&r, function));
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let dir = FunctionDir::deployed().unwrap();
+    let bin = |name: &str| sibling_binary(OWN, name);
+    let ingest = dir
+        .spawn_lambda(&bin("floe-ingest"), &api, &env("IngestFunction"))
+        .unwrap();
+
+    // Push: objects put, the queue's messages delivered to ingest as the event source does.
+    // moto's first message is the notification configuration's s3:TestEvent.
+    source
+        .put("orders/a.ndjson", ndjson(0..3), PutMode::Overwrite)
+        .await
+        .unwrap();
+    source
+        .put("orders/b.ndjson", ndjson(3..5), PutMode::Overwrite)
+        .await
+        .unwrap();
+    // Not gzip at all: the whole object is set aside as a dead letter.
+    source
+        .put(
+            "orders/broken.ndjson.gz",
+            Bytes::from_static(b"definitely not gzip"),
+            PutMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    let (event, handles) = sqs_event(sqs, &queue_url, 4).await;
+    let answer = api
+        .call(&event, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", ingest.log_tail()))
+        .json();
+    assert_eq!(
+        answer,
+        json!({"batchItemFailures": []}),
+        "{}",
+        ingest.log_tail()
+    );
+    for h in handles {
+        sqs.delete_message()
+            .queue_url(&queue_url)
+            .receipt_handle(h)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    // Pull: the poll function drains the queue on its schedule.
+    source
+        .put("orders/c.ndjson", ndjson(5..9), PutMode::Overwrite)
+        .await
+        .unwrap();
+    drop(ingest);
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let poll = dir
+        .spawn_lambda(&bin("floe-poll"), &api, &env("PollFunction"))
+        .unwrap();
+    let schedule = br#"{"source":"aws.events","detail-type":"Scheduled Event","detail":{}}"#;
+    let polled = api.call(schedule, WAIT).await.unwrap().json();
+    assert_eq!(polled["rows"], 4, "{polled}\n{}", poll.log_tail());
+    drop(poll);
+
+    // Backfill through the function URL (the template's BackfillUrl output): the queue source
+    // lists its bucket on request; what the queue brought is recognised and lands once.
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let backfill = dir
+        .spawn_lambda(&bin("floe-backfill"), &api, &env("BackfillFunction"))
+        .unwrap();
+    let mut request: Value = serde_json::from_slice(&floe_testbed::functions::event_fixture(
+        "function_url_backfill.json",
+    ))
+    .unwrap();
+    request["rawQueryString"] = json!("");
+    let answer = api
+        .call(request.to_string().as_bytes(), WAIT)
+        .await
+        .unwrap()
+        .json();
+    assert_eq!(
+        answer["statusCode"],
+        200,
+        "{answer}\n{}",
+        backfill.log_tail()
+    );
+    let listing: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (
+            listing["listed"].clone(),
+            listing["rows"].clone(),
+            listing["complete"].clone()
+        ),
+        (json!(5), json!(2), json!(true)),
+        "{listing}"
+    );
+    drop(backfill);
+
+    // Commit: on its schedule the batches wait for the commit interval (a minute, the
+    // default); a forced commit (what an operator sends) takes them now.
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let commit = dir
+        .spawn_lambda(&bin("floe-commit"), &api, &env("CommitFunction"))
+        .unwrap();
+    let waiting = api.call(schedule, WAIT).await.unwrap().json();
+    assert_eq!(
+        waiting["waiting"],
+        json!(["iceberg:floe:floe.orders"]),
+        "{waiting}"
+    );
+    let committed = api.call(br#"{"force":true}"#, WAIT).await.unwrap().json();
+    let rows: u64 = committed["commits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{committed}\n{}", commit.log_tail()))
+        .iter()
+        .map(|c| c["rows"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(rows, 11, "{committed}\n{}", commit.log_tail());
+
+    // pyiceberg reads the S3 Tables table from its metadata file on moto's S3.
+    let table = admin.get_table(&arn, "floe", "orders").await.unwrap();
+    let location = table["metadataLocation"].as_str().unwrap();
+    let python =
+        python_with(&[("pyiceberg", "pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]")]).unwrap();
+    let script = floe_testbed::templates::repo_root().join("tests/py/read_static_table.py");
+    let out = run_python(
+        &python,
+        &script,
+        &[location, &moto.endpoint(), KEY, KEY, REGION, "id"],
+    )
+    .unwrap();
+    let read: Value = serde_json::from_str(out.trim()).unwrap();
+    let mut ids: BTreeMap<i64, usize> = BTreeMap::new();
+    for v in read["values"].as_array().unwrap() {
+        *ids.entry(v.as_i64().unwrap()).or_default() += 1;
+    }
+    assert_eq!(
+        ids,
+        (0..9).chain(200..202).map(|i| (i, 1)).collect(),
+        "{read}"
+    );
+
+    // The dead letter is in the state bucket; fixed, the object replays once with the
+    // deployed configuration (the operator's `floe dead-letters replay`).
+    let letters = state.list("floe/dead-letter/", None, 1000).await.unwrap();
+    assert_eq!(letters.objects.len(), 1, "{:?}", letters.objects);
+    let admin_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        admin_dir.path().join("floe.toml"),
+        rendered_toml(&r, "BackfillFunction"),
+    )
+    .unwrap();
+    let operator: Vec<(String, String)> = lambda_env(&moto, Vec::new());
+    let operator: Vec<(&str, &str)> = operator
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let listed = common::floe_async(
+        admin_dir.path(),
+        &["dead-letters", "list", "--config", "floe.toml"],
+        &operator,
+    )
+    .await;
+    assert_eq!(listed.code, 0, "{} {}", listed.stdout, listed.stderr);
+    assert!(
+        listed
+            .stdout
+            .contains("s3://floe-src/orders/broken.ndjson.gz"),
+        "{}",
+        listed.stdout
+    );
+    let mut fixed = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut fixed, &ndjson(100..102)).unwrap();
+    source
+        .put(
+            "orders/broken.ndjson.gz",
+            Bytes::from(fixed.finish().unwrap()),
+            PutMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let replay = common::floe_async(
+            admin_dir.path(),
+            &["dead-letters", "replay", "--all", "--config", "floe.toml"],
+            &operator,
+        )
+        .await;
+        assert_eq!(replay.code, 0, "{} {}", replay.stdout, replay.stderr);
+    }
+    let table = admin.get_table(&arn, "floe", "orders").await.unwrap();
+    let location = table["metadataLocation"].as_str().unwrap();
+    let out = run_python(
+        &python,
+        &script,
+        &[location, &moto.endpoint(), KEY, KEY, REGION, "id"],
+    )
+    .unwrap();
+    let read: Value = serde_json::from_str(out.trim()).unwrap();
+    let mut ids: BTreeMap<i64, usize> = BTreeMap::new();
+    for v in read["values"].as_array().unwrap() {
+        *ids.entry(v.as_i64().unwrap()).or_default() += 1;
+    }
+    assert_eq!(
+        ids,
+        (0..9)
+            .chain(100..102)
+            .chain(200..202)
+            .map(|i| (i, 1))
+            .collect(),
+        "the fixed object lands once: {read}"
+    );
+
+    // floe's state is in the state bucket, none of it on the function's disk.
+    let listed = state.list("floe/checkpoint/", None, 1000).await.unwrap();
+    assert!(
+        !listed.objects.is_empty(),
+        "no checkpoint entries in the state bucket"
+    );
+    let on_disk: Vec<_> = walk(&dir.path());
+    assert!(
+        on_disk.iter().all(|p| p.ends_with(".log")),
+        "the functions wrote to their disk: {on_disk:?}"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+    out
+}
+
+/// `s.yaml` as Serverless Devs renders it for each of its variants (MaxCompute on or off, a
+/// prefix or none), every function's configuration read by floe's parser.
+#[test]
+fn every_variant_of_the_fc_stack_is_read_by_floe() {
+    let args: Vec<String> = [
+        ("--env", "FLOE_REGION=cn-hangzhou"),
+        ("--env", "FLOE_SOURCE_BUCKET=landing"),
+        ("--env", "FLOE_STATE_BUCKET=floe-state"),
+        (
+            "--env",
+            "FLOE_TABLE_BUCKET_ARN=acs:osstables:cn-hangzhou:1234567890:bucket/floe",
+        ),
+        ("--config", "AccountID=1234567890"),
+    ]
+    .iter()
+    .flat_map(|(f, v)| [f.to_string(), v.to_string()])
+    .collect();
+    let out = render(
+        "fc-combinations",
+        &floe_testbed::templates::fc_template(),
+        &args,
+    )
+    .unwrap();
+    let renders = out["renders"].as_array().unwrap();
+    assert!(renders.len() >= 2, "{out}");
+    let mut saw_maxcompute = false;
+    for r in renders {
+        let name = r["name"].as_str().unwrap_or("?");
+        let functions = r["functions"].as_object().unwrap();
+        for function in ["ingest", "ingest-mns", "poll", "commit", "backfill"] {
+            assert!(functions.contains_key(function), "{name}: no {function}");
+            let toml = rendered_toml(r, function);
+            let c =
+                parse_rendered(&toml).unwrap_or_else(|e| panic!("{name} {function}: {e}\n{toml}"));
+            let SourceConfig::Cloud(s) = &c.source else {
+                panic!("{name}: not a cloud source")
+            };
+            assert!(matches!(s.queue, Some(QueueConfig::Mns { .. })), "{name}");
+            assert_eq!(s.startup.mode, StartupMode::EarliestOffset, "{name}");
+            assert_eq!(s.provider, Provider::Oss, "{name}");
+            assert!(
+                matches!(&c.checkpoint, CheckpointConfig::ObjectStore { provider: Provider::Oss, bucket, .. } if bucket == "floe-state"),
+                "{name}"
+            );
+            saw_maxcompute |= c.maxcompute.is_some();
+            assert_eq!(
+                c.maxcompute.is_some(),
+                c.routes[0].targets.maxcompute.is_some(),
+                "{name}"
+            );
+        }
+    }
+    assert!(saw_maxcompute, "no variant lands in MaxCompute: {out}");
+}
