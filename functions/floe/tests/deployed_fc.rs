@@ -186,6 +186,43 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
     assert_eq!(out["rows"], 5, "{out}");
     drop(ingest);
 
+    // The MNS topic trigger option (`ingest-mns`, the same binary): a notification published to
+    // the topic, and an object that is not gzip at all, set aside as a dead letter.
+    let ingest_mns = spawn("ingest-mns");
+    let d = put(&source, "orders/d.ndjson", 9..11).await;
+    let broken = {
+        let body = Bytes::from_static(b"definitely not gzip");
+        let etag = source
+            .put("orders/broken.ndjson.gz", body.clone(), PutMode::Overwrite)
+            .await
+            .unwrap()
+            .unwrap();
+        oss_event(
+            "orders/broken.ndjson.gz",
+            &etag.to_ascii_uppercase(),
+            body.len(),
+        )
+    };
+    let topic = json!({
+        "TopicOwner": "1234567890", "TopicName": QUEUE, "Subscriber": "1234567890",
+        "SubscriptionName": "floe-ingest", "MessageId": "2F5B3C281B283D4EAC694B7425280001",
+        "MessageMD5": "BA4BA9B48AC81F0F9C66F6C909C3A1B2", "PublishTime": 1796148000000i64,
+        "Message": json!({ "events": [d, broken] }).to_string()
+    });
+    let out = invoke(&ingest_mns, "fc-mns-1", topic.to_string().as_bytes());
+    assert_eq!(
+        (out["rows"].clone(), out["dead_letters"].clone()),
+        (json!(2), json!(1)),
+        "{out}"
+    );
+    drop(ingest_mns);
+    let letters = state.list("floe/dead-letter/", None, 100).await.unwrap();
+    assert_eq!(
+        letters.objects.len(),
+        1,
+        "the dead letter is in the state bucket"
+    );
+
     // The MNS queue: one more object, pulled by poll on its timer.
     let c = put(&source, "orders/c.ndjson", 5..9).await;
     mns.send_message(QUEUE, &json!({ "events": [c] }).to_string())
@@ -209,8 +246,8 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
         .sum();
     assert_eq!(
         committed,
-        18,
-        "9 rows to Iceberg, 9 to MaxCompute: {out}\n{}",
+        22,
+        "11 rows to Iceberg, 11 to MaxCompute: {out}\n{}",
         commit.log_tail()
     );
     drop(commit);
@@ -228,12 +265,24 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
         .map(|r| r["id"].as_i64().unwrap())
         .collect();
     ids.sort();
-    assert_eq!(ids, (0..9).collect::<Vec<_>>(), "{read}");
+    assert_eq!(ids, (0..11).collect::<Vec<_>>(), "{read}");
     let rows = mc.rows(&format!("{PROJECT}.events"), None).unwrap();
-    assert_eq!(rows.len(), 9, "{rows:?}");
+    assert_eq!(rows.len(), 11, "{rows:?}");
     let (checked, refused) = gate.gate_counts();
     assert!(checked > 0, "no catalog request went through the gate");
     assert_eq!(refused, 0, "the gate refused a catalog request");
+
+    // No log line shows the role's secret or token.
+    for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        for secret in [S3sFs::SECRET_ACCESS_KEY, TOKEN] {
+            assert!(
+                !text.contains(secret),
+                "{} shows a secret",
+                e.path().display()
+            );
+        }
+    }
 
     // floe's state is in the state bucket, nothing of it on the function's disk.
     let listed = state.list("floe/checkpoint/", None, 1000).await.unwrap();

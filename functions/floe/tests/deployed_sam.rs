@@ -23,10 +23,11 @@ use floe_pipeline::FloeConfig;
 use floe_pipeline::config::{CheckpointConfig, QueueConfig, SourceConfig, parse};
 use floe_queue::StartupMode;
 use floe_queue::sqs::{SqsConfig, SqsConsumer};
+use floe_signing::Credentials;
 use floe_storage::{ObjectStore, PutMode, S3Store, S3StoreConfig};
 use floe_testbed::functions::FunctionDir;
 use floe_testbed::lambda::LambdaRuntimeApi;
-use floe_testbed::servers::MotoServer;
+use floe_testbed::servers::{LakanaServer, Linearizer, MotoServer, SigV4Gate};
 use floe_testbed::templates::{function_env, render, sam_template, sibling_binary};
 use floe_testbed::venv::{python_with, run_python};
 use serde_json::{Value, json};
@@ -38,6 +39,20 @@ const QUEUE: &str = "floe-ingest";
 const KEY: &str = MotoServer::ACCESS_KEY_ID;
 const REGION: &str = MotoServer::REGION;
 const WAIT: Duration = Duration::from_secs(90);
+/// The Lambda role's secret key and session token (moto takes any): no log may show them.
+const ROLE_SECRET: &str = "floe-lambda-role-secret-0123456789";
+const ROLE_TOKEN: &str = "floe-lambda-role-session-token-0123456789";
+
+/// Every log line the functions wrote in `dir`, checked for the role's secret and token.
+fn assert_no_secret_in_logs(dir: &Path) {
+    for path in walk(dir).iter().filter(|p| p.ends_with(".log")) {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(!text.is_empty(), "{path} is empty");
+        for secret in [ROLE_SECRET, ROLE_TOKEN] {
+            assert!(!text.contains(secret), "{path} shows a secret");
+        }
+    }
+}
 
 /// A rendered configuration read as a deployed function reads it.
 fn parse_rendered(toml: &str) -> floe_core::Result<FloeConfig> {
@@ -52,9 +67,16 @@ fn rendered_toml(render: &Value, function: &str) -> String {
 }
 
 fn resource_args(queue_url: &str) -> Vec<String> {
+    resource_args_with(
+        queue_url,
+        "https://s3tables.us-east-1.amazonaws.com/iceberg",
+    )
+}
+
+fn resource_args_with(queue_url: &str, catalog_uri: &str) -> Vec<String> {
     [
         format!("SourceBucketName={SOURCE}"),
-        "CatalogUri=https://s3tables.us-east-1.amazonaws.com/iceberg".to_owned(),
+        format!("CatalogUri={catalog_uri}"),
         format!("MaxComputeSecretArn=arn:aws:secretsmanager:{REGION}:1:secret:mc"),
     ]
     .iter()
@@ -123,6 +145,63 @@ fn every_combination_of_the_template_is_read_by_floe() {
 }
 
 #[test]
+fn no_key_is_written_in_a_template() {
+    let out = render(
+        "sam-combinations",
+        &sam_template(),
+        &resource_args("https://sqs.us-east-1.amazonaws.com/1/floe-ingest"),
+    )
+    .unwrap();
+    for r in out["renders"].as_array().unwrap() {
+        for function in r["functions"].as_object().unwrap().keys() {
+            for (k, v) in function_env(r, function) {
+                let secretish = ["KEY", "SECRET", "TOKEN", "PASSWORD"]
+                    .iter()
+                    .any(|w| k.to_ascii_uppercase().contains(w));
+                assert!(
+                    !secretish || v.starts_with("{{resolve:secretsmanager:"),
+                    "{function}: {k} is not a Secrets Manager reference"
+                );
+                if k == "FLOE_CONFIG_TOML" {
+                    for line in v.lines() {
+                        let l = line.to_ascii_lowercase();
+                        if l.contains("accesskey") || l.contains("secret") || l.contains("token") {
+                            assert!(line.contains("${env:"), "{function}: {line}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // s.yaml: the functions take the role's keys from FC; nothing secret in what it sets.
+    let out = render(
+        "fc-combinations",
+        &floe_testbed::templates::fc_template(),
+        &fc_args(),
+    )
+    .unwrap();
+    for r in out["renders"].as_array().unwrap() {
+        for function in r["functions"].as_object().unwrap().keys() {
+            for (k, v) in function_env(r, function) {
+                let secretish = ["KEY", "SECRET", "TOKEN", "PASSWORD"]
+                    .iter()
+                    .any(|w| k.to_ascii_uppercase().contains(w));
+                assert!(!secretish, "s.yaml sets {k} for {function}");
+                let v = v.to_ascii_lowercase();
+                for word in [
+                    "accesskey",
+                    "access-key-secret",
+                    "secret-access-key",
+                    "sts_token",
+                ] {
+                    assert!(!v.contains(word), "s.yaml's {function} {k} sets {word}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn an_option_floe_does_not_read_fails_the_template() {
     // What the issue found: a template that says `queue = "x"` must not pass.
     let text = std::fs::read_to_string(sam_template()).unwrap();
@@ -155,11 +234,8 @@ fn lambda_env(moto: &MotoServer, template: Vec<(String, String)>) -> Vec<(String
     env.extend(
         [
             ("AWS_ACCESS_KEY_ID", KEY.to_owned()),
-            (
-                "AWS_SECRET_ACCESS_KEY",
-                MotoServer::SECRET_ACCESS_KEY.to_owned(),
-            ),
-            ("AWS_SESSION_TOKEN", "lambda-session-token".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", ROLE_SECRET.to_owned()),
+            ("AWS_SESSION_TOKEN", ROLE_TOKEN.to_owned()),
             ("AWS_ENDPOINT_URL", moto.endpoint()),
         ]
         .map(|(k, v)| (k.to_owned(), v)),
@@ -209,8 +285,19 @@ fn ndjson(ids: std::ops::Range<i64>) -> Bytes {
     Bytes::from(ids.map(|i| format!("{{\"id\":{i}}}\n")).collect::<String>())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sam_stack_lands_rows_with_its_own_configuration() {
+/// What the stack creates before any function runs: the source and state buckets, the
+/// ingest queue, the source bucket's notifications to it (created and removed objects). An
+/// object put before the notifications exist (`orders/before.ndjson`, ids 200 and 201) is one
+/// only a backfill finds.
+struct Stack {
+    moto: MotoServer,
+    source: S3Store,
+    state: S3Store,
+    sqs: SqsConsumer,
+    queue_url: String,
+}
+
+async fn stack() -> Stack {
     let moto = MotoServer::start().await.expect("start moto_server");
     let keys = |bucket: &str| {
         S3StoreConfig::new(Provider::S3, bucket)
@@ -219,15 +306,13 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
             .with_path_style(true)
             .with_keys(KEY, MotoServer::SECRET_ACCESS_KEY, None)
     };
-
-    // What the stack creates: the buckets, the queue and its notifications, the table bucket.
     let source = S3Store::new(keys(SOURCE)).await.unwrap();
     let state = S3Store::new(keys(STATE)).await.unwrap();
     let s3 = source.sdk_client();
     for b in [SOURCE, STATE] {
         s3.create_bucket().bucket(b).send().await.unwrap();
     }
-    let admin_sqs = SqsConsumer::new(
+    let sqs = SqsConsumer::new(
         SqsConfig::new(format!(
             "{}/{}/{QUEUE}",
             moto.endpoint(),
@@ -239,8 +324,8 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
     )
     .await
     .unwrap();
-    let sqs = admin_sqs.sdk_client();
     let queue_url = sqs
+        .sdk_client()
         .create_queue()
         .queue_name(QUEUE)
         .send()
@@ -249,7 +334,6 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
         .queue_url()
         .unwrap()
         .to_owned();
-    // An object from before the stack: no notification ever names it; a backfill lists it.
     source
         .put("orders/before.ndjson", ndjson(200..202), PutMode::Overwrite)
         .await
@@ -274,6 +358,25 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
         .send()
         .await
         .unwrap();
+    Stack {
+        moto,
+        source,
+        state,
+        sqs,
+        queue_url,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sam_stack_lands_rows_with_its_own_configuration() {
+    let Stack {
+        moto,
+        source,
+        state,
+        sqs: admin_sqs,
+        queue_url,
+    } = stack().await;
+    let sqs = admin_sqs.sdk_client();
     let admin_props: std::collections::HashMap<String, String> = [
         ("uri", moto.endpoint()),
         ("client.region", REGION.to_owned()),
@@ -512,6 +615,7 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
         !listed.objects.is_empty(),
         "no checkpoint entries in the state bucket"
     );
+    assert_no_secret_in_logs(&dir.path());
     let on_disk: Vec<_> = walk(&dir.path());
     assert!(
         on_disk.iter().all(|p| p.ends_with(".log")),
@@ -532,11 +636,9 @@ fn walk(dir: &Path) -> Vec<String> {
     out
 }
 
-/// `s.yaml` as Serverless Devs renders it for each of its variants (MaxCompute on or off, a
-/// prefix or none), every function's configuration read by floe's parser.
-#[test]
-fn every_variant_of_the_fc_stack_is_read_by_floe() {
-    let args: Vec<String> = [
+/// The `s config` and environment values `make deploy-fc` renders `s.yaml` with.
+fn fc_args() -> Vec<String> {
+    [
         ("--env", "FLOE_REGION=cn-hangzhou"),
         ("--env", "FLOE_SOURCE_BUCKET=landing"),
         ("--env", "FLOE_STATE_BUCKET=floe-state"),
@@ -548,11 +650,17 @@ fn every_variant_of_the_fc_stack_is_read_by_floe() {
     ]
     .iter()
     .flat_map(|(f, v)| [f.to_string(), v.to_string()])
-    .collect();
+    .collect()
+}
+
+/// `s.yaml` as Serverless Devs renders it for each of its variants (MaxCompute on or off, a
+/// prefix or none), every function's configuration read by floe's parser.
+#[test]
+fn every_variant_of_the_fc_stack_is_read_by_floe() {
     let out = render(
         "fc-combinations",
         &floe_testbed::templates::fc_template(),
-        &args,
+        &fc_args(),
     )
     .unwrap();
     let renders = out["renders"].as_array().unwrap();
@@ -585,4 +693,97 @@ fn every_variant_of_the_fc_stack_is_read_by_floe() {
         }
     }
     assert!(saw_maxcompute, "no variant lands in MaxCompute: {out}");
+}
+
+/// The same stack with `CatalogType = rest`: S3 Tables' Iceberg REST endpoint stood in by
+/// lakana-server behind a gate that checks every request's SigV4 (`s3tables`, the Lambda role's
+/// keys and session token) before passing it on with lakana's bearer token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sam_stack_with_a_rest_catalog_signs_every_catalog_request() {
+    let Stack {
+        moto,
+        source,
+        sqs,
+        queue_url,
+        ..
+    } = stack().await;
+    let lakana = LakanaServer::start().await.expect("start lakana-server");
+    let role = Credentials::new(KEY, ROLE_SECRET).with_security_token(ROLE_TOKEN);
+    let gate = Linearizer::start_sigv4(
+        &lakana.uri(),
+        SigV4Gate::new("s3tables", REGION, role, lakana.token())
+            .with_config_prefix(lakana.prefix()),
+    )
+    .await
+    .unwrap();
+    let mut args = resource_args_with(&queue_url, gate.endpoint());
+    for p in [
+        "CatalogType=rest".to_owned(),
+        "RouteTable=bronze.${table_name}".to_owned(),
+        format!("TableBucketArn=arn:aws:s3tables:{REGION}:1:bucket/floe-tables"),
+    ] {
+        args.extend(["--param".to_owned(), p]);
+    }
+    let r = render("sam", &sam_template(), &args).unwrap();
+    assert_eq!(r["conditions"]["IsRest"], true, "{r}");
+    let env = |function: &str| lambda_env(&moto, function_env(&r, function));
+    let dir = FunctionDir::deployed().unwrap();
+    let bin = |name: &str| sibling_binary(OWN, name);
+
+    source
+        .put("orders/a.ndjson", ndjson(0..3), PutMode::Overwrite)
+        .await
+        .unwrap();
+    source
+        .put("orders/b.ndjson", ndjson(3..5), PutMode::Overwrite)
+        .await
+        .unwrap();
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let ingest = dir
+        .spawn_lambda(&bin("floe-ingest"), &api, &env("IngestFunction"))
+        .unwrap();
+    let (event, _) = sqs_event(sqs.sdk_client(), &queue_url, 3).await;
+    let answer = api
+        .call(&event, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", ingest.log_tail()))
+        .json();
+    assert_eq!(
+        answer,
+        json!({"batchItemFailures": []}),
+        "{}",
+        ingest.log_tail()
+    );
+    drop(ingest);
+
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let commit = dir
+        .spawn_lambda(&bin("floe-commit"), &api, &env("CommitFunction"))
+        .unwrap();
+    let committed = api.call(br#"{"force":true}"#, WAIT).await.unwrap().json();
+    assert_eq!(
+        committed["commits"][0]["rows"],
+        5,
+        "{committed}\n{}",
+        commit.log_tail()
+    );
+
+    let read = floe_testbed::pyiceberg::read_rest_table(
+        &lakana.uri(),
+        &lakana.token(),
+        lakana.prefix(),
+        "bronze.orders",
+    );
+    let mut ids: Vec<i64> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, (0..5).collect::<Vec<_>>(), "{read}");
+    let (checked, refused) = gate.gate_counts();
+    assert!(checked > 0, "no catalog request went through the gate");
+    assert_eq!(refused, 0, "the gate refused a catalog request");
+    assert_no_secret_in_logs(&dir.path());
 }
