@@ -11,7 +11,7 @@
 //!
 //! | what | from |
 //! |---|---|
-//! | endpoint | `--endpoint`; the `--config` file's `iceberg.catalog.uri` when its catalog is `s3tables`; else `https://s3tables.<region>.amazonaws.com` |
+//! | endpoint | `--endpoint`; the `--config` file's `iceberg.catalog.uri` when its catalog is `s3tables`, or its host when it is OSS Tables' Iceberg REST endpoint (`https://<region>-internal.oss-tables.aliyuncs.com/iceberg` → `https://<region>-internal.oss-tables.aliyuncs.com`); else `https://s3tables.<region>.amazonaws.com` |
 //! | region | `--region`; the config's `catalog.s3tables.signing-region`, `catalog.rest.signing-region` or `catalog.client.region`; `AWS_REGION`, `AWS_DEFAULT_REGION` |
 //! | keys | the config's `catalog.s3tables.*`, `catalog.rest.*` (OSS Tables' connector block) or `catalog.s3.*` keys; `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN` |
 //!
@@ -165,6 +165,15 @@ fn carried(kind: CatalogKind, key: &str) -> Option<String> {
     Some(mapped.to_owned())
 }
 
+/// `https://<host>` of an OSS Tables Iceberg REST uri (`https://<host>/iceberg`, host under
+/// `oss-tables.aliyuncs.com`), None for any other uri.
+fn oss_tables_host(uri: &str) -> Option<String> {
+    let (scheme, rest) = uri.trim().split_once("://")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    (host.ends_with(".oss-tables.aliyuncs.com") && path.trim_end_matches('/') == "iceberg")
+        .then(|| format!("{scheme}://{host}"))
+}
+
 /// The admin client for these arguments; see the module doc.
 fn admin(args: &AdminArgs) -> Result<S3TablesAdmin> {
     admin_with_env(args, |k| std::env::var(k).ok())
@@ -186,6 +195,14 @@ fn admin_props(
             if let Some(key) = carried(kind, k) {
                 props.insert(key, catalog[k].clone());
             }
+        }
+        // OSS Tables' connector block names its Iceberg REST endpoint
+        // (`https://<region>[-internal].oss-tables.aliyuncs.com/iceberg`); the management
+        // calls go to the same host without `/iceberg`, as the seed's `--endpoint` does.
+        if let Some(uri) = catalog.get("uri").filter(|_| kind == CatalogKind::Rest)
+            && let Some(host) = oss_tables_host(uri)
+        {
+            props.insert("uri".into(), host);
         }
     }
     if let Some(e) = &args.endpoint {
@@ -475,6 +492,33 @@ mod tests {
         let e = admin_with_env(&args, |_| None).unwrap_err();
         assert!(e.to_string().contains("--region"), "{e}");
         assert_eq!(carried(CatalogKind::Rest, "uri"), None);
+
+        // The OSS Tables seed's connector block, without --endpoint: its management host.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("connector.properties");
+        std::fs::write(
+            &path,
+            "connector.class: org.apache.iceberg.connect.IcebergSinkConnector\n\
+             iceberg.catalog.type: rest\n\
+             iceberg.catalog.uri: https://cn-hangzhou-internal.oss-tables.aliyuncs.com/iceberg\n\
+             iceberg.catalog.rest.sigv4-enabled: true\n\
+             iceberg.catalog.rest.signing-region: cn-hangzhou\n\
+             iceberg.catalog.warehouse: acs:osstables:cn-hangzhou:1234567890:bucket/lake\n\
+             iceberg.catalog.rest.signing-name: osstables\n\
+             iceberg.catalog.rest.access-key-id: LTAI-seed\n\
+             iceberg.catalog.rest.secret-access-key: seed-secret\n",
+        )
+        .unwrap();
+        let args = AdminArgs {
+            endpoint: None,
+            region: None,
+            config: Some(path),
+        };
+        let p = admin_props(&args, |_| None).unwrap();
+        assert_eq!(p["uri"], "https://cn-hangzhou-internal.oss-tables.aliyuncs.com");
+        assert_eq!(p["s3tables.signing-region"], "cn-hangzhou");
+        assert_eq!(p["s3tables.access-key-id"], "LTAI-seed");
+        assert_eq!(oss_tables_host("https://example.com/iceberg"), None);
         assert_eq!(
             carried(CatalogKind::Rest, "rest.access-key-id").as_deref(),
             Some("s3tables.access-key-id")
