@@ -515,7 +515,10 @@ mod tests {
             config: Some(path),
         };
         let p = admin_props(&args, |_| None).unwrap();
-        assert_eq!(p["uri"], "https://cn-hangzhou-internal.oss-tables.aliyuncs.com");
+        assert_eq!(
+            p["uri"],
+            "https://cn-hangzhou-internal.oss-tables.aliyuncs.com"
+        );
         assert_eq!(p["s3tables.signing-region"], "cn-hangzhou");
         assert_eq!(p["s3tables.access-key-id"], "LTAI-seed");
         assert_eq!(oss_tables_host("https://example.com/iceberg"), None);
