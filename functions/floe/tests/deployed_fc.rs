@@ -174,6 +174,37 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
         .unwrap()
     };
 
+    // `floe config check --connect` with the deployed configuration reaches the MNS queue, the
+    // buckets and the catalog; a queue that is not there is named.
+    let check = |toml: &str| {
+        let admin = tempfile::tempdir().unwrap();
+        std::fs::write(admin.path().join("floe.toml"), toml).unwrap();
+        let out = std::process::Command::new(OWN)
+            .current_dir(admin.path())
+            .args(["config", "check", "--connect", "--config", "floe.toml"])
+            .envs(fc_env(Vec::new(), "operator"))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let toml = r["functions"]["ingest"]["env"]["FLOE_CONFIG_TOML"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, out) = check(&toml);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("reached: catalog"), "{out}");
+    let (code, out) = check(&toml.replace(
+        &format!("queue-name = \"{QUEUE}\""),
+        "queue-name = \"no-such-queue\"",
+    ));
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("source.queue-name"), "{out}");
+
     // The OSS trigger: two objects.
     let ingest = spawn("ingest");
     let a = put(&source, "orders/a.ndjson", 0..3).await;
@@ -258,13 +289,7 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
         lakana.prefix(),
         "bronze.events",
     );
-    let mut ids: Vec<i64> = read["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort();
+    let ids = floe_testbed::pyiceberg::row_ids(&read);
     assert_eq!(ids, (0..11).collect::<Vec<_>>(), "{read}");
     let rows = mc.rows(&format!("{PROJECT}.events"), None).unwrap();
     assert_eq!(rows.len(), 11, "{rows:?}");

@@ -398,6 +398,40 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
     let r = render("sam", &sam_template(), &args).unwrap();
     assert_eq!(r["conditions"]["IsRest"], false, "{r}");
     let env = |function: &str| lambda_env(&moto, function_env(&r, function));
+
+    // `floe config check --connect` with the deployed configuration reaches all of it; with a
+    // queue that is not there it stops naming the option.
+    let admin_dir = tempfile::tempdir().unwrap();
+    let config = admin_dir.path().join("floe.toml");
+    let operator: Vec<(String, String)> = lambda_env(&moto, Vec::new());
+    let operator: Vec<(&str, &str)> = operator
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let check = |toml: String| {
+        std::fs::write(&config, toml).unwrap();
+        common::floe_async(
+            admin_dir.path(),
+            &["config", "check", "--connect", "--config", "floe.toml"],
+            &operator,
+        )
+    };
+    let checked = check(rendered_toml(&r, "PollFunction")).await;
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+    assert!(
+        checked.stdout.contains("reached: source"),
+        "{}",
+        checked.stdout
+    );
+    let wrong = rendered_toml(&r, "PollFunction").replace(QUEUE, "no-such-queue");
+    let checked = check(wrong).await;
+    assert_eq!(checked.code, 2, "{}{}", checked.stdout, checked.stderr);
+    assert!(
+        checked.stderr.contains("source.queue-url"),
+        "{}",
+        checked.stderr
+    );
+
     let api = LambdaRuntimeApi::start().await.unwrap();
     let dir = FunctionDir::deployed().unwrap();
     let bin = |name: &str| sibling_binary(OWN, name);
@@ -516,22 +550,7 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
     assert_eq!(rows, 11, "{committed}\n{}", commit.log_tail());
 
     // pyiceberg reads the S3 Tables table from its metadata file on moto's S3.
-    let table = admin.get_table(&arn, "floe", "orders").await.unwrap();
-    let location = table["metadataLocation"].as_str().unwrap();
-    let python =
-        python_with(&[("pyiceberg", "pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]")]).unwrap();
-    let script = floe_testbed::templates::repo_root().join("tests/py/read_static_table.py");
-    let out = run_python(
-        &python,
-        &script,
-        &[location, &moto.endpoint(), KEY, KEY, REGION, "id"],
-    )
-    .unwrap();
-    let read: Value = serde_json::from_str(out.trim()).unwrap();
-    let mut ids: BTreeMap<i64, usize> = BTreeMap::new();
-    for v in read["values"].as_array().unwrap() {
-        *ids.entry(v.as_i64().unwrap()).or_default() += 1;
-    }
+    let (ids, read) = s3tables_ids(&admin, &arn, &moto).await;
     assert_eq!(
         ids,
         (0..9).chain(200..202).map(|i| (i, 1)).collect(),
@@ -542,17 +561,7 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
     // deployed configuration (the operator's `floe dead-letters replay`).
     let letters = state.list("floe/dead-letter/", None, 1000).await.unwrap();
     assert_eq!(letters.objects.len(), 1, "{:?}", letters.objects);
-    let admin_dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        admin_dir.path().join("floe.toml"),
-        rendered_toml(&r, "BackfillFunction"),
-    )
-    .unwrap();
-    let operator: Vec<(String, String)> = lambda_env(&moto, Vec::new());
-    let operator: Vec<(&str, &str)> = operator
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    std::fs::write(&config, rendered_toml(&r, "BackfillFunction")).unwrap();
     let listed = common::floe_async(
         admin_dir.path(),
         &["dead-letters", "list", "--config", "floe.toml"],
@@ -586,19 +595,7 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
         .await;
         assert_eq!(replay.code, 0, "{} {}", replay.stdout, replay.stderr);
     }
-    let table = admin.get_table(&arn, "floe", "orders").await.unwrap();
-    let location = table["metadataLocation"].as_str().unwrap();
-    let out = run_python(
-        &python,
-        &script,
-        &[location, &moto.endpoint(), KEY, KEY, REGION, "id"],
-    )
-    .unwrap();
-    let read: Value = serde_json::from_str(out.trim()).unwrap();
-    let mut ids: BTreeMap<i64, usize> = BTreeMap::new();
-    for v in read["values"].as_array().unwrap() {
-        *ids.entry(v.as_i64().unwrap()).or_default() += 1;
-    }
+    let (ids, read) = s3tables_ids(&admin, &arn, &moto).await;
     assert_eq!(
         ids,
         (0..9)
@@ -621,6 +618,28 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
         on_disk.iter().all(|p| p.ends_with(".log")),
         "the functions wrote to their disk: {on_disk:?}"
     );
+}
+
+/// The `id` column of `floe.orders` read by pyiceberg from the table's current metadata file
+/// on moto's S3, as id → how many rows carry it; and the reader's whole answer.
+async fn s3tables_ids(
+    admin: &S3TablesAdmin,
+    arn: &str,
+    moto: &MotoServer,
+) -> (BTreeMap<i64, usize>, Value) {
+    let table = admin.get_table(arn, "floe", "orders").await.unwrap();
+    let location = table["metadataLocation"].as_str().unwrap();
+    let python =
+        python_with(&[("pyiceberg", "pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]")]).unwrap();
+    let script = floe_testbed::templates::repo_root().join("tests/py/read_static_table.py");
+    let out = run_python(
+        &python,
+        &script,
+        &[location, &moto.endpoint(), KEY, KEY, REGION, "id"],
+    )
+    .unwrap();
+    let read: Value = serde_json::from_str(out.trim()).unwrap();
+    (floe_testbed::pyiceberg::id_counts(&read["values"]), read)
 }
 
 fn walk(dir: &Path) -> Vec<String> {
@@ -774,13 +793,7 @@ async fn the_sam_stack_with_a_rest_catalog_signs_every_catalog_request() {
         lakana.prefix(),
         "bronze.orders",
     );
-    let mut ids: Vec<i64> = read["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    ids.sort();
+    let ids = floe_testbed::pyiceberg::row_ids(&read);
     assert_eq!(ids, (0..5).collect::<Vec<_>>(), "{read}");
     let (checked, refused) = gate.gate_counts();
     assert!(checked > 0, "no catalog request went through the gate");

@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -191,11 +190,11 @@ async fn s3tables_catalog_against_moto() {
     // An independent reader: pyiceberg reads the metadata and data files from moto's S3.
     let python =
         python_with(&[("pyiceberg", "pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]")]).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/read_static_table.py");
+    let script = floe_testbed::templates::repo_root().join("tests/py/read_static_table.py");
     let out = run_python(
         &python,
         &script,
-        &[&location, &moto.endpoint(), KEY, KEY, REGION],
+        &[&location, &moto.endpoint(), KEY, KEY, REGION, "event_id"],
     )
     .unwrap_or_else(|e| panic!("{e}\nmoto log:\n{}", moto.log_tail()));
     let read: serde_json::Value = serde_json::from_str(out.trim()).unwrap();

@@ -68,6 +68,11 @@ pub trait QueueConsumer: Send + Sync + Debug {
     /// Keep `msg` invisible for `secs` more seconds from now. Returns the receipt to use from
     /// now on (MNS issues a new one; SQS keeps it).
     async fn extend_visibility(&self, msg: &QueueMessage, secs: u32) -> Result<String>;
+
+    /// Ask the queue for its attributes, touching no message: a queue that is not there is
+    /// `NotFound`, one the keys may not use is `Auth` (the start-up check of `floe run` and
+    /// `floe config check --connect`).
+    async fn check(&self) -> Result<()>;
 }
 
 /// A copy of `e` for each of several messages that one failed call covered.

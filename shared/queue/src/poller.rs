@@ -221,6 +221,9 @@ mod tests {
         async fn receive(&self, _max: usize, _wait: Duration) -> Result<Vec<QueueMessage>> {
             Ok(Vec::new())
         }
+        async fn check(&self) -> Result<()> {
+            Ok(())
+        }
         async fn delete(&self, batch: &[QueueMessage]) -> Result<Vec<DeleteOutcome>> {
             self.calls.lock().unwrap().push(batch.len());
             let mut left = self.failures_left.lock().unwrap();

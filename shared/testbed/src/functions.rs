@@ -99,18 +99,10 @@ impl FunctionDir {
     /// pyiceberg; panics on a table without those: for tests).
     pub fn ids(&self, table: &str) -> (Vec<i64>, usize) {
         let t = self.read_table(table);
-        let mut ids: Vec<i64> = t["rows"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no rows in {t}"))
-            .iter()
-            .map(|r| {
-                r["id"]
-                    .as_i64()
-                    .unwrap_or_else(|| panic!("row without an id: {r}"))
-            })
-            .collect();
-        ids.sort();
-        (ids, t["snapshots"].as_array().map_or(0, Vec::len))
+        (
+            crate::pyiceberg::row_ids(&t),
+            t["snapshots"].as_array().map_or(0, Vec::len),
+        )
     }
 
     /// Read a table of the folder's SQL catalog (`catalog.db`, `warehouse/`) with pyiceberg.

@@ -119,3 +119,32 @@ pub fn read_sql_tables(
     }
     serde_json::from_value(v).expect("reader printed a map of tables")
 }
+
+/// The `id` of every row of a reader's answer (`{"rows": [{"id": …}, …]}`), sorted.
+pub fn row_ids(read: &serde_json::Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = read["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rows in {read}"))
+        .iter()
+        .map(|r| {
+            r["id"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("row without an id: {r}"))
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// How many times each id occurs in a list of ids (`[1, 2, 2]` → `{1: 1, 2: 2}`).
+pub fn id_counts(values: &serde_json::Value) -> std::collections::BTreeMap<i64, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for v in values
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {values}"))
+    {
+        let id = v.as_i64().unwrap_or_else(|| panic!("not an id: {v}"));
+        *counts.entry(id).or_default() += 1;
+    }
+    counts
+}

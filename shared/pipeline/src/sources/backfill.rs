@@ -151,14 +151,34 @@ async fn with_etags(store: &dyn ObjectStore, objects: Vec<ObjectMeta>) -> Result
 }
 
 impl Pipeline {
-    /// Reach the bucket a cloud source names: list one key of it. A bucket that is not there, or
-    /// that the credentials cannot list, is a configuration error naming it (`floe run` and
-    /// `floe config check --connect` ask before landing anything). A local folder was checked
-    /// when the pipeline opened; a source without a bucket has nothing to ask.
+    /// Reach what a cloud source names: the queue's attributes (no message is touched) and one
+    /// key of the bucket. A queue or bucket that is not there, or that the credentials cannot
+    /// use, is a configuration error naming it (`floe run` and `floe config check --connect` ask
+    /// before landing anything). A local folder was checked when the pipeline opened.
     pub async fn check_source(&self) -> Result<()> {
         let Some(src) = &self.cloud else {
             return Ok(());
         };
+        // A SNAPSHOT source never touches its queue, not even to look at it.
+        if let Some(poller) = &src.poller
+            && src.config.startup.mode != floe_queue::StartupMode::Snapshot
+        {
+            let consumer = poller.consumer();
+            match consumer.check().await {
+                Ok(()) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Auth) => {
+                    let option = match src.config.queue {
+                        Some(crate::config::QueueConfig::Mns { .. }) => "source.queue-name",
+                        _ => "source.queue-url",
+                    };
+                    return Err(Error::config(
+                        option,
+                        format!("cannot use the queue {}: {e}", consumer.queue()),
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+        }
         let Some(listing) = &src.config.listing else {
             return Ok(());
         };

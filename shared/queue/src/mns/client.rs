@@ -114,6 +114,25 @@ impl MnsClient {
         &self.queue
     }
 
+    /// GetQueueAttributes (`GET /queues/<queue>`): succeeds when the queue exists and the keys
+    /// may read it; `QueueNotExist` is `NotFound`. The attributes themselves are not needed.
+    pub async fn get_queue_attributes(&self) -> Result<()> {
+        let resource = format!("/queues/{}", self.queue);
+        match self
+            .call(
+                "get queue attributes",
+                Method::GET,
+                &resource,
+                Vec::new(),
+                None,
+            )
+            .await?
+        {
+            Response::Ok(_) => Ok(()),
+            Response::Failed(e) => Err(e),
+        }
+    }
+
     /// ReceiveMessage: at most one message, waiting up to `wait_secs` (0..=30) for one to
     /// arrive; `None` uses the queue's own polling wait. `Ok(None)` when none arrived.
     pub async fn receive_message(&self, wait_secs: Option<u32>) -> Result<Option<ReceivedMessage>> {

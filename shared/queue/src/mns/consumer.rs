@@ -63,6 +63,10 @@ impl QueueConsumer for MnsConsumer {
         Duration::from_secs(u64::from(MAX_WAIT_SECS))
     }
 
+    async fn check(&self) -> Result<()> {
+        self.client.get_queue_attributes().await
+    }
+
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<QueueMessage>> {
         let wait = whole_secs(wait)?;
         let got = self.client.batch_receive_message(max, Some(wait)).await?;

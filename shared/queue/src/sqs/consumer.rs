@@ -198,6 +198,17 @@ impl QueueConsumer for SqsConsumer {
         Duration::from_secs(MAX_WAIT_SECS)
     }
 
+    async fn check(&self) -> Result<()> {
+        self.client
+            .get_queue_attributes()
+            .queue_url(&self.queue_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .map_err(|e| map("get queue attributes", &self.queue_url, e))?;
+        Ok(())
+    }
+
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<QueueMessage>> {
         if !(1..=MAX_BATCH).contains(&max) {
             return Err(Error::invalid_input(format!(

@@ -389,6 +389,7 @@ async fn route(sh: &Shared, rid: &str, method: &Method, resource: &str, body: &[
     let parts: Vec<&str> = path.split('/').collect();
     let queue = match parts.as_slice() {
         ["", "queues", q, "messages"] => *q,
+        ["", "queues", q] if *method == Method::GET => return queue_attributes(sh, rid, q),
         _ => {
             return error_reply(
                 sh,
@@ -423,6 +424,28 @@ async fn route(sh: &Shared, rid: &str, method: &Method, resource: &str, body: &[
             "method not supported by the emulator",
         ),
     }
+}
+
+/// GetQueueAttributes: the queue's name and message counts (what floe's start-up check reads is
+/// only whether the answer is 200 or `QueueNotExist`).
+fn queue_attributes(sh: &Shared, rid: &str, queue: &str) -> Reply {
+    let active = sh.lock().queues.get(queue).map(Queue::len);
+    let Some(active) = active else {
+        return error_reply(
+            sh,
+            rid,
+            StatusCode::NOT_FOUND,
+            "QueueNotExist",
+            "the queue name you provided does not exist",
+        );
+    };
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Queue xmlns=\"http://mns.aliyuncs.com/doc/v1/\">\
+         <QueueName>{queue}</QueueName><ActiveMessages>{active}</ActiveMessages>\
+         <VisibilityTimeout>{}</VisibilityTimeout></Queue>",
+        sh.config.visibility_timeout.as_secs()
+    );
+    Reply::ok(StatusCode::OK, body)
 }
 
 fn decode(s: &str) -> String {
