@@ -27,6 +27,7 @@ use floe_signing::Credentials;
 use floe_storage::{ObjectStore, PutMode, S3Store, S3StoreConfig};
 use floe_testbed::functions::FunctionDir;
 use floe_testbed::lambda::LambdaRuntimeApi;
+use floe_testbed::maxcompute::{MaxComputeEmulator, MaxComputeEmulatorConfig};
 use floe_testbed::servers::{LakanaServer, Linearizer, MotoServer, SigV4Gate};
 use floe_testbed::templates::{function_env, render, sam_template, sibling_binary};
 use floe_testbed::venv::{python_with, run_python};
@@ -43,12 +44,13 @@ const WAIT: Duration = Duration::from_secs(90);
 const ROLE_SECRET: &str = "floe-lambda-role-secret-0123456789";
 const ROLE_TOKEN: &str = "floe-lambda-role-session-token-0123456789";
 
-/// Every log line the functions wrote in `dir`, checked for the role's secret and token.
-fn assert_no_secret_in_logs(dir: &Path) {
+/// Every log line the functions wrote in `dir`, checked for the role's secret and token and
+/// the `more` secrets.
+fn assert_no_secret_in_logs(dir: &Path, more: &[&str]) {
     for path in walk(dir).iter().filter(|p| p.ends_with(".log")) {
         let text = std::fs::read_to_string(path).unwrap();
         assert!(!text.is_empty(), "{path} is empty");
-        for secret in [ROLE_SECRET, ROLE_TOKEN] {
+        for secret in [ROLE_SECRET, ROLE_TOKEN].iter().chain(more) {
             assert!(!text.contains(secret), "{path} shows a secret");
         }
     }
@@ -612,7 +614,7 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
         !listed.objects.is_empty(),
         "no checkpoint entries in the state bucket"
     );
-    assert_no_secret_in_logs(&dir.path());
+    assert_no_secret_in_logs(&dir.path(), &[]);
     let on_disk: Vec<_> = walk(&dir.path());
     assert!(
         on_disk.iter().all(|p| p.ends_with(".log")),
@@ -714,11 +716,13 @@ fn every_variant_of_the_fc_stack_is_read_by_floe() {
     assert!(saw_maxcompute, "no variant lands in MaxCompute: {out}");
 }
 
-/// The same stack with `CatalogType = rest`: S3 Tables' Iceberg REST endpoint stood in by
-/// lakana-server behind a gate that checks every request's SigV4 (`s3tables`, the Lambda role's
-/// keys and session token) before passing it on with lakana's bearer token.
+/// The same stack with `CatalogType = rest` and MaxCompute on: S3 Tables' Iceberg REST endpoint
+/// stood in by lakana-server behind a gate that checks every request's SigV4 (`s3tables`, the
+/// Lambda role's keys and session token) before passing it on with lakana's bearer token; the
+/// MaxCompute emulator checking its keys, which reach the functions as CloudFormation resolves
+/// the template's Secrets Manager references.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sam_stack_with_a_rest_catalog_signs_every_catalog_request() {
+async fn the_sam_stack_with_a_rest_catalog_and_maxcompute_lands_in_both() {
     let Stack {
         moto,
         source,
@@ -735,17 +739,45 @@ async fn the_sam_stack_with_a_rest_catalog_signs_every_catalog_request() {
     )
     .await
     .unwrap();
+    let mc_keys = Credentials::new("mc-access-id", "mc-access-secret-0123456789");
+    let mc = MaxComputeEmulator::start(MaxComputeEmulatorConfig::new(mc_keys.clone()))
+        .await
+        .unwrap();
     let mut args = resource_args_with(&queue_url, gate.endpoint());
     for p in [
         "CatalogType=rest".to_owned(),
         "RouteTable=bronze.${table_name}".to_owned(),
         format!("TableBucketArn=arn:aws:s3tables:{REGION}:1:bucket/floe-tables"),
+        format!("MaxComputeEndpoint={}", mc.endpoint()),
+        "MaxComputeProject=floe_project".to_owned(),
+        "MaxComputeTable=orders".to_owned(),
     ] {
         args.extend(["--param".to_owned(), p]);
     }
     let r = render("sam", &sam_template(), &args).unwrap();
     assert_eq!(r["conditions"]["IsRest"], true, "{r}");
-    let env = |function: &str| lambda_env(&moto, function_env(&r, function));
+    assert_eq!(r["conditions"]["HasMaxCompute"], true, "{r}");
+    // What CloudFormation does with the Secrets Manager references when the stack deploys.
+    let secret = [
+        ("accessId", mc_keys.access_key_id().to_owned()),
+        ("accessKey", mc_keys.access_key_secret().expose().to_owned()),
+    ];
+    let env = |function: &str| {
+        let resolved = function_env(&r, function)
+            .into_iter()
+            .map(|(k, v)| {
+                let value = secret
+                    .iter()
+                    .find(|(field, _)| {
+                        v.starts_with("{{resolve:secretsmanager:")
+                            && v.ends_with(&format!(":SecretString:{field}}}}}"))
+                    })
+                    .map_or(v.clone(), |(_, value)| value.clone());
+                (k, value)
+            })
+            .collect();
+        lambda_env(&moto, resolved)
+    };
     let dir = FunctionDir::deployed().unwrap();
     let bin = |name: &str| sibling_binary(OWN, name);
 
@@ -780,12 +812,28 @@ async fn the_sam_stack_with_a_rest_catalog_signs_every_catalog_request() {
         .spawn_lambda(&bin("floe-commit"), &api, &env("CommitFunction"))
         .unwrap();
     let committed = api.call(br#"{"force":true}"#, WAIT).await.unwrap().json();
+    let targets: BTreeMap<String, u64> = committed["commits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{committed}\n{}", commit.log_tail()))
+        .iter()
+        .map(|c| {
+            (
+                c["target"].as_str().unwrap().to_owned(),
+                c["rows"].as_u64().unwrap(),
+            )
+        })
+        .collect();
     assert_eq!(
-        committed["commits"][0]["rows"],
-        5,
+        targets,
+        [
+            ("iceberg:floe:bronze.orders".to_owned(), 5),
+            ("maxcompute:floe_project.orders".to_owned(), 5)
+        ]
+        .into(),
         "{committed}\n{}",
         commit.log_tail()
     );
+    assert_eq!(mc.rows("floe_project.orders", None).unwrap().len(), 5);
 
     let read = floe_testbed::pyiceberg::read_rest_table(
         &lakana.uri(),
@@ -798,5 +846,5 @@ async fn the_sam_stack_with_a_rest_catalog_signs_every_catalog_request() {
     let (checked, refused) = gate.gate_counts();
     assert!(checked > 0, "no catalog request went through the gate");
     assert_eq!(refused, 0, "the gate refused a catalog request");
-    assert_no_secret_in_logs(&dir.path());
+    assert_no_secret_in_logs(&dir.path(), &[mc_keys.access_key_secret().expose()]);
 }
