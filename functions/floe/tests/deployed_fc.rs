@@ -266,6 +266,47 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
     assert_eq!(mns.queue_len(QUEUE), 0);
     drop(poll);
 
+    // An object no event names, landed by the backfill function through its HTTP trigger; the
+    // other objects of the listing were landed already (or set aside) and land nothing again.
+    source
+        .put(
+            "orders/e.ndjson",
+            Bytes::from_static(b"{\"id\":11}\n{\"id\":12}\n"),
+            PutMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    let backfill = spawn("backfill");
+    let r = backfill
+        .fc(
+            "POST",
+            "/",
+            &[
+                ("x-fc-request-id", "fc-http-1"),
+                ("x-fc-function-timeout", "120"),
+            ],
+            br#"{"mode":"SNAPSHOT"}"#,
+        )
+        .unwrap();
+    assert_eq!(
+        (r.status, r.header("x-fc-status")),
+        (200, Some("200")),
+        "{}\n{}",
+        String::from_utf8_lossy(&r.body),
+        backfill.log_tail()
+    );
+    let listing = r.json();
+    assert_eq!(
+        (
+            listing["listed"].clone(),
+            listing["rows"].clone(),
+            listing["complete"].clone()
+        ),
+        (json!(6), json!(2), json!(true)),
+        "{listing}"
+    );
+    drop(backfill);
+
     // Commit on its timer: Iceberg through the SigV4 gate, MaxCompute through its tunnel.
     let commit = spawn("commit");
     let out = invoke(&commit, "fc-commit-1", br#"{"force":true}"#);
@@ -277,8 +318,8 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
         .sum();
     assert_eq!(
         committed,
-        22,
-        "11 rows to Iceberg, 11 to MaxCompute: {out}\n{}",
+        26,
+        "13 rows to Iceberg, 13 to MaxCompute: {out}\n{}",
         commit.log_tail()
     );
     drop(commit);
@@ -290,9 +331,9 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
         "bronze.events",
     );
     let ids = floe_testbed::pyiceberg::row_ids(&read);
-    assert_eq!(ids, (0..11).collect::<Vec<_>>(), "{read}");
+    assert_eq!(ids, (0..13).collect::<Vec<_>>(), "{read}");
     let rows = mc.rows(&format!("{PROJECT}.events"), None).unwrap();
-    assert_eq!(rows.len(), 11, "{rows:?}");
+    assert_eq!(rows.len(), 13, "{rows:?}");
     let (checked, refused) = gate.gate_counts();
     assert!(checked > 0, "no catalog request went through the gate");
     assert_eq!(refused, 0, "the gate refused a catalog request");
