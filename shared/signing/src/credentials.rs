@@ -172,6 +172,21 @@ impl AwsCachedProvider {
     }
 }
 
+/// Configured and start-up keys compare by value; AWS providers by identity (two clones of one
+/// source are equal).
+impl PartialEq for CredentialSource {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (CredentialSource::Static(a), CredentialSource::Static(b))
+            | (CredentialSource::Alibaba(a), CredentialSource::Alibaba(b)) => a == b,
+            (CredentialSource::Aws(a), CredentialSource::Aws(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for CredentialSource {}
+
 impl From<Credentials> for CredentialSource {
     fn from(c: Credentials) -> Self {
         CredentialSource::Static(c)
@@ -260,10 +275,7 @@ mod tests {
         where
             Self: 'a,
         {
-            let n = self
-                .calls
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-                + 1;
+            let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             provider_future::ProvideCredentials::ready(Ok(aws_credential_types::Credentials::new(
                 format!("key-{n}"),
                 "secret",
