@@ -1,6 +1,6 @@
 //! The AWS default credentials chain for floe's own SigV4 signers (the SigV4 REST catalog and
 //! the S3 Tables control-plane client): environment (`AWS_ACCESS_KEY_ID` / `_SECRET_ACCESS_KEY`
-//! / `AWS_SESSION_TOKEN`, what Lambda sets), web identity, profile files, container credentials
+//! / `AWS_SESSION_TOKEN`, what Lambda sets), profile files, web identity, container credentials
 //! (`AWS_CONTAINER_CREDENTIALS_FULL_URI` or `_RELATIVE_URI` with
 //! `AWS_CONTAINER_AUTHORIZATION_TOKEN`, as ECS and EKS set them) and EC2 instance metadata, in
 //! that order: the chain the aws-sdk clients (S3, SQS) use.

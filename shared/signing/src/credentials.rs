@@ -9,8 +9,8 @@
 //! | source | what [`current`](CredentialSource::current) answers | who uses it |
 //! |---|---|---|
 //! | [`Static`](CredentialSource::Static) | the keys written in the configuration, always | every client whose keys are configured |
-//! | [`Alibaba`](CredentialSource::Alibaba) | the keys of the most recent Function Compute invocation (`x-fc-access-key-id`, `x-fc-access-key-secret`, `x-fc-security-token`, published with [`set_platform_credentials`] by the FC runtime before the handler runs), else the keys read from the environment at start (`ALIBABA_CLOUD_*`, which FC sets once per instance and never updates) | OSS (aws-sdk-s3 through the [`ProvideCredentials`] impl), MNS, MaxCompute, the SigV4 REST catalog of OSS Tables (`rest.signing-name = osstables`) |
-//! | [`Aws`](CredentialSource::Aws) | an AWS credentials provider (the default chain: environment, container credentials, profile, IMDS), cached until shortly before the keys expire | the SigV4 REST catalog of any other signing name, the S3 Tables client |
+//! | [`Alibaba`](CredentialSource::Alibaba) | the keys of the most recent Function Compute invocation (`x-fc-access-key-id`, `x-fc-access-key-secret`, `x-fc-security-token`, published with [`set_platform_credentials`] by the FC runtime before the handler runs), else the keys read from the environment at start (`ALIBABA_CLOUD_*`, which FC sets once per instance and never updates) | OSS (aws-sdk-s3 through the [`ProvideCredentials`] impl), MNS, MaxCompute, the SigV4 REST catalog of OSS Tables (`rest.signing-name = osstables`), the S3 Tables client on an `acs:` (OSS Tables) warehouse |
+//! | [`Aws`](CredentialSource::Aws) | an AWS credentials provider (the default chain: environment, profile, web identity, container credentials, instance metadata), cached until shortly before the keys expire | the SigV4 REST catalog of any other signing name, the S3 Tables client on an AWS warehouse |
 //!
 //! The aws-sdk clients (S3, SQS) use the default chain through the SDK itself, which refreshes
 //! the same way. Keys never leave this module in printable form: `Debug` shows the key id and
