@@ -6,6 +6,12 @@
 //! Iceberg REST endpoint behind a gate that checks every request's SigV4 (`osstables`, the STS
 //! token), and the MaxCompute emulator. OSS trigger → ingest; MNS queue → poll; commit; rows
 //! read back with pyiceberg and from the MaxCompute emulator.
+//!
+//! The second test is an FC instance living through an STS token's replacement: FC sets the
+//! role's keys in the environment once per instance and hands the current ones with every
+//! request (`x-fc-*`). After the stand-ins start accepting only the new token, the next
+//! invocations (which carry it in their headers only) must succeed, and no function log line
+//! may hold a key secret or token.
 
 use bytes::Bytes;
 use floe_core::Provider;
@@ -26,12 +32,16 @@ const QUEUE: &str = "floe-oss-events";
 const PROJECT: &str = "floe_project";
 /// The STS token FC hands the function with the role's keys.
 const TOKEN: &str = "CAIS-floe-fc-role-sts-token";
+/// The token FC hands out once `TOKEN` has expired.
+const NEXT_TOKEN: &str = "CAIS-floe-fc-role-sts-token-reissued";
 
-fn sts() -> Credentials {
-    Credentials::new(S3sFs::ACCESS_KEY_ID, S3sFs::SECRET_ACCESS_KEY).with_security_token(TOKEN)
+/// The role's keys with `token` (s3s-fs has fixed keys; the token is what STS replaces).
+fn sts(token: &str) -> Credentials {
+    Credentials::new(S3sFs::ACCESS_KEY_ID, S3sFs::SECRET_ACCESS_KEY).with_security_token(token)
 }
 
-/// What FC sets for a function with a role, besides what `s.yaml` says.
+/// What FC sets for a function with a role, besides what `s.yaml` says: the role's keys as they
+/// were when the instance started (FC never updates them for a running instance).
 fn fc_env(template: Vec<(String, String)>, name: &str) -> Vec<(String, String)> {
     let mut env = template;
     env.extend(
@@ -49,20 +59,27 @@ fn fc_env(template: Vec<(String, String)>, name: &str) -> Vec<(String, String)> 
     env
 }
 
-fn fc_headers(id: &str) -> Vec<(&str, &str)> {
+/// FC's request headers, with the role's keys as they are at the time of the request.
+fn fc_headers<'a>(id: &'a str, token: &'a str) -> Vec<(&'a str, &'a str)> {
     vec![
         ("x-fc-request-id", id),
         ("x-fc-control-path", "/invoke"),
         ("x-fc-function-timeout", "120"),
         ("x-fc-access-key-id", S3sFs::ACCESS_KEY_ID),
         ("x-fc-access-key-secret", S3sFs::SECRET_ACCESS_KEY),
-        ("x-fc-security-token", TOKEN),
+        ("x-fc-security-token", token),
         ("content-type", "application/octet-stream"),
     ]
 }
 
 fn invoke(f: &FunctionProcess, id: &str, body: &[u8]) -> Value {
-    let r = f.fc("POST", "/invoke", &fc_headers(id), body).unwrap();
+    invoke_with(f, id, TOKEN, body)
+}
+
+fn invoke_with(f: &FunctionProcess, id: &str, token: &str, body: &[u8]) -> Value {
+    let r = f
+        .fc("POST", "/invoke", &fc_headers(id, token), body)
+        .unwrap();
     assert_eq!(
         (r.status, r.header("x-fc-status")),
         (200, Some("200")),
@@ -71,6 +88,148 @@ fn invoke(f: &FunctionProcess, id: &str, body: &[u8]) -> Value {
         f.log_tail()
     );
     r.json()
+}
+
+/// The stand-ins, `s.yaml` rendered for them, and the directory the functions run in.
+struct Stack {
+    _s3s: S3sFs,
+    /// OSS as the functions reach it: the one-request-at-a-time front before s3s-fs.
+    oss: Linearizer,
+    source: S3Store,
+    state: S3Store,
+    mns: MnsEmulator,
+    lakana: LakanaServer,
+    gate: Linearizer,
+    mc: MaxComputeEmulator,
+    rendered: Value,
+    dir: FunctionDir,
+}
+
+impl Stack {
+    async fn start() -> Stack {
+        // OSS: s3s-fs behind the one-request-at-a-time front (atomic conditional writes).
+        let s3s = S3sFs::start().await.expect("start s3s-fs");
+        for b in [SOURCE, STATE] {
+            s3s.create_bucket(b).unwrap();
+        }
+        let oss = Linearizer::start(&s3s.endpoint()).await.unwrap();
+        let source = S3Store::new(
+            S3StoreConfig::new(Provider::Oss, SOURCE)
+                .with_endpoint(oss.endpoint())
+                .with_region(REGION)
+                .with_path_style(true)
+                .with_keys(S3sFs::ACCESS_KEY_ID, S3sFs::SECRET_ACCESS_KEY, None),
+        )
+        .await
+        .unwrap();
+        let state = source.with_bucket(STATE).unwrap();
+        let mns = MnsEmulator::start(MnsEmulatorConfig::new(sts(TOKEN)).with_queue(QUEUE))
+            .await
+            .unwrap();
+        let lakana = LakanaServer::start().await.expect("start lakana-server");
+        let gate = Linearizer::start_sigv4(
+            &lakana.uri(),
+            SigV4Gate::new("osstables", REGION, sts(TOKEN), lakana.token())
+                .with_config_prefix(lakana.prefix()),
+        )
+        .await
+        .unwrap();
+        let mc = MaxComputeEmulator::start(MaxComputeEmulatorConfig::new(sts(TOKEN)))
+            .await
+            .unwrap();
+
+        // s.yaml with its vars pointed at the stand-ins and MaxCompute switched on.
+        let maxcompute = format!(
+            "[maxcompute]\nendpoint = \"{}\"\ntunnel_endpoint = \"{}\"\nproject = \"{PROJECT}\"\ntable_name = \"events\"\n",
+            mc.endpoint(),
+            mc.tunnel_endpoint()
+        );
+        let vars = [
+            ("ossEndpoint", oss.endpoint().to_owned()),
+            ("mnsEndpoint", mns.endpoint().to_owned()),
+            ("catalogUri", gate.endpoint().to_owned()),
+            ("routeTable", "bronze.events".to_owned()),
+            ("routeTargets", "[\"iceberg\", \"maxcompute\"]".to_owned()),
+            ("maxcompute", maxcompute),
+        ];
+        let mut args: Vec<String> = [
+            ("--env", format!("FLOE_REGION={REGION}")),
+            ("--env", format!("FLOE_SOURCE_BUCKET={SOURCE}")),
+            ("--env", format!("FLOE_STATE_BUCKET={STATE}")),
+            (
+                "--env",
+                "FLOE_TABLE_BUCKET_ARN=acs:osstables:cn-hangzhou:1234567890:bucket/floe".to_owned(),
+            ),
+            ("--config", "AccountID=1234567890".to_owned()),
+        ]
+        .into_iter()
+        .flat_map(|(f, v)| [f.to_owned(), v])
+        .collect();
+        for (k, v) in vars {
+            args.extend(["--var".to_owned(), format!("{k}={v}")]);
+        }
+        let rendered = render("fc", &fc_template(), &args).unwrap();
+        Stack {
+            _s3s: s3s,
+            oss,
+            source,
+            state,
+            mns,
+            lakana,
+            gate,
+            mc,
+            rendered,
+            dir: FunctionDir::deployed().unwrap(),
+        }
+    }
+
+    /// One function of `s.yaml` as an FC instance.
+    fn spawn(&self, function: &str) -> FunctionProcess {
+        let binary = self.rendered["functions"][function]["binary"]
+            .as_str()
+            .unwrap();
+        self.dir
+            .spawn_fc(
+                &sibling_binary(OWN, binary),
+                &fc_env(function_env(&self.rendered, function), function),
+            )
+            .unwrap()
+    }
+
+    /// The ids in the Iceberg table, sorted (pyiceberg, straight from lakana).
+    fn iceberg_ids(&self) -> Vec<i64> {
+        let read = floe_testbed::pyiceberg::read_rest_table(
+            &self.lakana.uri(),
+            &self.lakana.token(),
+            self.lakana.prefix(),
+            "bronze.events",
+        );
+        let mut ids: Vec<i64> = read["rows"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{read}"))
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Accept only the role's keys with `token` from now on, everywhere.
+    fn reissue(&self, token: &str) {
+        self.oss.set_required_security_token(Some(token));
+        self.gate.set_gate_credentials(sts(token));
+        self.mns.set_credentials(sts(token));
+        self.mc.set_credentials(sts(token));
+    }
+}
+
+fn committed_rows(out: &Value, log: &str) -> u64 {
+    out["commits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{out}\n{log}"))
+        .iter()
+        .map(|c| c["rows"].as_u64().unwrap_or(0))
+        .sum()
 }
 
 fn oss_event(key: &str, etag: &str, size: usize) -> Value {
@@ -102,77 +261,8 @@ async fn put(store: &S3Store, key: &str, ids: std::ops::Range<i64>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fc_stack_lands_rows_with_its_own_configuration() {
-    // OSS: s3s-fs behind the one-request-at-a-time front (atomic conditional writes).
-    let s3s = S3sFs::start().await.expect("start s3s-fs");
-    for b in [SOURCE, STATE] {
-        s3s.create_bucket(b).unwrap();
-    }
-    let oss = Linearizer::start(&s3s.endpoint()).await.unwrap();
-    let source = S3Store::new(
-        S3StoreConfig::new(Provider::Oss, SOURCE)
-            .with_endpoint(oss.endpoint())
-            .with_region(REGION)
-            .with_path_style(true)
-            .with_keys(S3sFs::ACCESS_KEY_ID, S3sFs::SECRET_ACCESS_KEY, None),
-    )
-    .await
-    .unwrap();
-    let state = source.with_bucket(STATE).unwrap();
-    let mns = MnsEmulator::start(MnsEmulatorConfig::new(sts()).with_queue(QUEUE))
-        .await
-        .unwrap();
-    let lakana = LakanaServer::start().await.expect("start lakana-server");
-    let gate = Linearizer::start_sigv4(
-        &lakana.uri(),
-        SigV4Gate::new("osstables", REGION, sts(), lakana.token())
-            .with_config_prefix(lakana.prefix()),
-    )
-    .await
-    .unwrap();
-    let mc = MaxComputeEmulator::start(MaxComputeEmulatorConfig::new(sts()))
-        .await
-        .unwrap();
-
-    // s.yaml with its vars pointed at the stand-ins and MaxCompute switched on.
-    let maxcompute = format!(
-        "[maxcompute]\nendpoint = \"{}\"\ntunnel_endpoint = \"{}\"\nproject = \"{PROJECT}\"\ntable_name = \"events\"\n",
-        mc.endpoint(),
-        mc.tunnel_endpoint()
-    );
-    let vars = [
-        ("ossEndpoint", oss.endpoint().to_owned()),
-        ("mnsEndpoint", mns.endpoint().to_owned()),
-        ("catalogUri", gate.endpoint().to_owned()),
-        ("routeTable", "bronze.events".to_owned()),
-        ("routeTargets", "[\"iceberg\", \"maxcompute\"]".to_owned()),
-        ("maxcompute", maxcompute),
-    ];
-    let mut args: Vec<String> = [
-        ("--env", format!("FLOE_REGION={REGION}")),
-        ("--env", format!("FLOE_SOURCE_BUCKET={SOURCE}")),
-        ("--env", format!("FLOE_STATE_BUCKET={STATE}")),
-        (
-            "--env",
-            "FLOE_TABLE_BUCKET_ARN=acs:osstables:cn-hangzhou:1234567890:bucket/floe".to_owned(),
-        ),
-        ("--config", "AccountID=1234567890".to_owned()),
-    ]
-    .into_iter()
-    .flat_map(|(f, v)| [f.to_owned(), v])
-    .collect();
-    for (k, v) in vars {
-        args.extend(["--var".to_owned(), format!("{k}={v}")]);
-    }
-    let r = render("fc", &fc_template(), &args).unwrap();
-    let dir = FunctionDir::deployed().unwrap();
-    let spawn = |function: &str| {
-        let binary = r["functions"][function]["binary"].as_str().unwrap();
-        dir.spawn_fc(
-            &sibling_binary(OWN, binary),
-            &fc_env(function_env(&r, function), function),
-        )
-        .unwrap()
-    };
+    let stack = Stack::start().await;
+    let source = &stack.source;
 
     // `floe config check --connect` with the deployed configuration reaches the MNS queue, the
     // buckets and the catalog; a queue that is not there is named.
@@ -191,7 +281,7 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
                 + &String::from_utf8_lossy(&out.stderr),
         )
     };
-    let toml = r["functions"]["ingest"]["env"]["FLOE_CONFIG_TOML"]
+    let toml = stack.rendered["functions"]["ingest"]["env"]["FLOE_CONFIG_TOML"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -206,9 +296,9 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
     assert!(out.contains("source.queue-name"), "{out}");
 
     // The OSS trigger: two objects.
-    let ingest = spawn("ingest");
-    let a = put(&source, "orders/a.ndjson", 0..3).await;
-    let b = put(&source, "orders/b.ndjson", 3..5).await;
+    let ingest = stack.spawn("ingest");
+    let a = put(source, "orders/a.ndjson", 0..3).await;
+    let b = put(source, "orders/b.ndjson", 3..5).await;
     let out = invoke(
         &ingest,
         "fc-oss-1",
@@ -219,8 +309,8 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
 
     // The MNS topic trigger option (`ingest-mns`, the same binary): a notification published to
     // the topic, and an object that is not gzip at all, set aside as a dead letter.
-    let ingest_mns = spawn("ingest-mns");
-    let d = put(&source, "orders/d.ndjson", 9..11).await;
+    let ingest_mns = stack.spawn("ingest-mns");
+    let d = put(source, "orders/d.ndjson", 9..11).await;
     let broken = {
         let body = Bytes::from_static(b"definitely not gzip");
         let etag = source
@@ -247,7 +337,11 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
         "{out}"
     );
     drop(ingest_mns);
-    let letters = state.list("floe/dead-letter/", None, 100).await.unwrap();
+    let letters = stack
+        .state
+        .list("floe/dead-letter/", None, 100)
+        .await
+        .unwrap();
     assert_eq!(
         letters.objects.len(),
         1,
@@ -255,15 +349,17 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
     );
 
     // The MNS queue: one more object, pulled by poll on its timer.
-    let c = put(&source, "orders/c.ndjson", 5..9).await;
-    mns.send_message(QUEUE, &json!({ "events": [c] }).to_string())
+    let c = put(source, "orders/c.ndjson", 5..9).await;
+    stack
+        .mns
+        .send_message(QUEUE, &json!({ "events": [c] }).to_string())
         .unwrap();
-    let poll = spawn("poll");
+    let poll = stack.spawn("poll");
     let timer =
         json!({"triggerTime": "2026-12-01T08:31:00Z", "triggerName": "timer", "payload": ""});
     let out = invoke(&poll, "fc-timer-1", timer.to_string().as_bytes());
     assert_eq!(out["rows"], 4, "{out}\n{}", poll.log_tail());
-    assert_eq!(mns.queue_len(QUEUE), 0);
+    assert_eq!(stack.mns.queue_len(QUEUE), 0);
     drop(poll);
 
     // An object no event names, landed by the backfill function through its HTTP trigger; the
@@ -276,7 +372,7 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
         )
         .await
         .unwrap();
-    let backfill = spawn("backfill");
+    let backfill = stack.spawn("backfill");
     let r = backfill
         .fc(
             "POST",
@@ -308,38 +404,25 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
     drop(backfill);
 
     // Commit on its timer: Iceberg through the SigV4 gate, MaxCompute through its tunnel.
-    let commit = spawn("commit");
+    let commit = stack.spawn("commit");
     let out = invoke(&commit, "fc-commit-1", br#"{"force":true}"#);
-    let committed: u64 = out["commits"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{out}\n{}", commit.log_tail()))
-        .iter()
-        .map(|c| c["rows"].as_u64().unwrap_or(0))
-        .sum();
     assert_eq!(
-        committed,
+        committed_rows(&out, &commit.log_tail()),
         26,
         "13 rows to Iceberg, 13 to MaxCompute: {out}\n{}",
         commit.log_tail()
     );
     drop(commit);
 
-    let read = floe_testbed::pyiceberg::read_rest_table(
-        &lakana.uri(),
-        &lakana.token(),
-        lakana.prefix(),
-        "bronze.events",
-    );
-    let ids = floe_testbed::pyiceberg::row_ids(&read);
-    assert_eq!(ids, (0..13).collect::<Vec<_>>(), "{read}");
-    let rows = mc.rows(&format!("{PROJECT}.events"), None).unwrap();
+    assert_eq!(stack.iceberg_ids(), (0..13).collect::<Vec<_>>());
+    let rows = stack.mc.rows(&format!("{PROJECT}.events"), None).unwrap();
     assert_eq!(rows.len(), 13, "{rows:?}");
-    let (checked, refused) = gate.gate_counts();
+    let (checked, refused) = stack.gate.gate_counts();
     assert!(checked > 0, "no catalog request went through the gate");
     assert_eq!(refused, 0, "the gate refused a catalog request");
 
     // No log line shows the role's secret or token.
-    for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+    for e in std::fs::read_dir(stack.dir.path()).unwrap().flatten() {
         let text = std::fs::read_to_string(e.path()).unwrap_or_default();
         for secret in [S3sFs::SECRET_ACCESS_KEY, TOKEN] {
             assert!(
@@ -351,16 +434,116 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
     }
 
     // floe's state is in the state bucket, nothing of it on the function's disk.
-    let listed = state.list("floe/checkpoint/", None, 1000).await.unwrap();
+    let listed = stack
+        .state
+        .list("floe/checkpoint/", None, 1000)
+        .await
+        .unwrap();
     assert!(
         !listed.objects.is_empty(),
         "no checkpoint entries in the state bucket"
     );
-    for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+    for e in std::fs::read_dir(stack.dir.path()).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         assert!(
             name.ends_with(".log"),
             "a function wrote {name} to its disk"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_fc_instance_signs_with_the_keys_of_the_latest_invocation() {
+    let stack = Stack::start().await;
+    stack.reissue(TOKEN);
+    // The test's own writes to OSS carry whichever token the front accepts.
+    let store = |token: &str| {
+        S3Store::new(
+            S3StoreConfig::new(Provider::Oss, SOURCE)
+                .with_endpoint(stack.oss.endpoint())
+                .with_region(REGION)
+                .with_path_style(true)
+                .with_keys(
+                    S3sFs::ACCESS_KEY_ID,
+                    S3sFs::SECRET_ACCESS_KEY,
+                    Some(token.into()),
+                ),
+        )
+    };
+    let ingest = stack.spawn("ingest");
+    let poll = stack.spawn("poll");
+    let commit = stack.spawn("commit");
+    let timer =
+        json!({"triggerTime": "2026-12-01T08:31:00Z", "triggerName": "timer", "payload": ""})
+            .to_string();
+
+    // The instances' first invocations, with the keys they started with.
+    let first = store(TOKEN).await.unwrap();
+    let a = put(&first, "orders/a.ndjson", 0..3).await;
+    let out = invoke_with(
+        &ingest,
+        "fc-oss-1",
+        TOKEN,
+        json!({ "events": [a] }).to_string().as_bytes(),
+    );
+    assert_eq!(out["rows"], 3, "{out}");
+    let b = put(&first, "orders/b.ndjson", 3..5).await;
+    stack
+        .mns
+        .send_message(QUEUE, &json!({ "events": [b] }).to_string())
+        .unwrap();
+    let out = invoke_with(&poll, "fc-timer-1", TOKEN, timer.as_bytes());
+    assert_eq!(out["rows"], 2, "{out}");
+    let out = invoke_with(&commit, "fc-commit-1", TOKEN, br#"{"force":true}"#);
+    assert_eq!(committed_rows(&out, &commit.log_tail()), 10, "{out}");
+
+    // The token expires: every stand-in accepts only the reissued one, which FC hands the
+    // next invocations in their headers; the instances' environment still holds the old one.
+    stack.reissue(NEXT_TOKEN);
+    let next = store(NEXT_TOKEN).await.unwrap();
+    let c = put(&next, "orders/c.ndjson", 5..9).await;
+    let out = invoke_with(
+        &ingest,
+        "fc-oss-2",
+        NEXT_TOKEN,
+        json!({ "events": [c] }).to_string().as_bytes(),
+    );
+    assert_eq!(out["rows"], 4, "{out}");
+    let d = put(&next, "orders/d.ndjson", 9..10).await;
+    stack
+        .mns
+        .send_message(QUEUE, &json!({ "events": [d] }).to_string())
+        .unwrap();
+    let out = invoke_with(&poll, "fc-timer-2", NEXT_TOKEN, timer.as_bytes());
+    assert_eq!(out["rows"], 1, "{out}");
+    let out = invoke_with(&commit, "fc-commit-2", NEXT_TOKEN, br#"{"force":true}"#);
+    assert_eq!(committed_rows(&out, &commit.log_tail()), 10, "{out}");
+
+    assert_eq!(stack.iceberg_ids(), (0..10).collect::<Vec<_>>());
+    let rows = stack.mc.rows(&format!("{PROJECT}.events"), None).unwrap();
+    assert_eq!(rows.len(), 10, "{rows:?}");
+    assert_eq!(
+        stack.gate.gate_counts().1,
+        0,
+        "the gate refused a catalog request"
+    );
+    assert_eq!(
+        stack.oss.token_refusals(),
+        0,
+        "oss refused a request's token"
+    );
+
+    // No key secret or token in any line the functions logged.
+    let logs = [&ingest, &poll, &commit].map(|f| f.log());
+    for (log, name) in logs.iter().zip(["ingest", "poll", "commit"]) {
+        assert!(log.lines().count() > 3, "{name} logged nothing:\n{log}");
+        for secret in [S3sFs::SECRET_ACCESS_KEY, TOKEN, NEXT_TOKEN] {
+            if let Some(line) = log.lines().find(|l| l.contains(secret)) {
+                panic!(
+                    "{name} logged a secret or token: {}",
+                    line.replace(secret, "<secret>")
+                );
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@
 //! - [`staged`]: data files as kept in the checkpoint table until they are committed.
 //! - [`commit`]: one snapshot per commit, carrying floe's commit id; history checked before retries.
 
+pub mod aws_chain;
 pub mod catalog;
 pub mod commit;
 pub mod rest;

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use floe_core::{Error, ErrorKind, Result};
-use floe_signing::Credentials;
+use floe_signing::CredentialSource;
 use reqwest::{Method, Url};
 
 use crate::http::{OdpsHttp, OdpsRequest, encode};
@@ -26,8 +26,8 @@ pub struct ClientConfig {
     pub endpoint: String,
     /// The project every call is made in (`curr_project`).
     pub project: String,
-    /// Access keys (and STS token).
-    pub credentials: Credentials,
+    /// Where the access keys (and STS token) come from, asked before every request.
+    pub credentials: CredentialSource,
     /// Region for v4 signatures; default: read from the endpoint's host, else classic signing.
     pub region: Option<String>,
     /// Time allowed for one HTTP call; default 60 s.
@@ -43,12 +43,12 @@ impl ClientConfig {
     pub fn new(
         endpoint: impl Into<String>,
         project: impl Into<String>,
-        credentials: Credentials,
+        credentials: impl Into<CredentialSource>,
     ) -> Self {
         ClientConfig {
             endpoint: endpoint.into(),
             project: project.into(),
-            credentials,
+            credentials: credentials.into(),
             region: None,
             request_timeout: Duration::from_secs(60),
             sql_poll_interval: Duration::from_secs(1),

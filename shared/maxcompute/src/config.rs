@@ -8,7 +8,7 @@
 use std::str::FromStr;
 
 use floe_core::{Error, Result, Secret};
-use floe_signing::Credentials;
+use floe_signing::{CredentialSource, Credentials};
 use serde::Deserialize;
 
 use crate::client::{ClientConfig, check_http_url};
@@ -314,28 +314,29 @@ impl MaxComputeSinkConfig {
         TableId::new(&self.project, name).with_schema(self.schema_name.clone())
     }
 
-    /// Credentials: `accessId`/`accesskey`/`sts_token` when set, else the environment
-    /// (`ALIBABA_CLOUD_ACCESS_KEY_ID`, `…_SECRET`, `ALIBABA_CLOUD_SECURITY_TOKEN`), read through
-    /// `env` (pass `|k| std::env::var(k).ok()`).
-    pub fn credentials(&self, env: impl Fn(&str) -> Option<String>) -> Result<Credentials> {
+    /// Credentials: `accessId`/`accesskey`/`sts_token` when set (used as they are), else the
+    /// platform's: on Function Compute the keys of the latest invocation, else the environment
+    /// (`ALIBABA_CLOUD_ACCESS_KEY_ID`, `…_SECRET`, `ALIBABA_CLOUD_SECURITY_TOKEN`) read now
+    /// through `env` (pass `|k| std::env::var(k).ok()`).
+    pub fn credentials(&self, env: impl Fn(&str) -> Option<String>) -> Result<CredentialSource> {
         if let (Some(id), Some(key)) = (
             self.access_id.as_deref().filter(|s| !s.is_empty()),
             self.accesskey.as_ref().filter(|s| !s.is_empty()),
         ) {
             let c = Credentials::new(id, key.clone());
-            return Ok(match &self.sts_token {
+            return Ok(CredentialSource::fixed(match &self.sts_token {
                 Some(t) => c.with_security_token(t.clone()),
                 None => c,
-            });
+            }));
         }
         let get = |k: &str| env(k).filter(|v| !v.is_empty());
         match (get(ENV_ACCESS_KEY_ID), get(ENV_ACCESS_KEY_SECRET)) {
             (Some(id), Some(secret)) => {
                 let c = Credentials::new(id, Secret::new(secret));
-                Ok(match get(ENV_SECURITY_TOKEN) {
+                Ok(CredentialSource::alibaba(match get(ENV_SECURITY_TOKEN) {
                     Some(t) => c.with_security_token(Secret::new(t)),
                     None => c,
-                })
+                }))
             }
             _ => Err(Error::config(
                 "accessId",
@@ -347,7 +348,7 @@ impl MaxComputeSinkConfig {
     }
 
     /// The REST client configuration.
-    pub fn client_config(&self, credentials: Credentials) -> ClientConfig {
+    pub fn client_config(&self, credentials: impl Into<CredentialSource>) -> ClientConfig {
         ClientConfig::new(
             self.endpoint.trim_end_matches('/'),
             &self.project,
@@ -472,7 +473,9 @@ mod tests {
     #[test]
     fn credentials_come_from_options_then_the_environment() {
         let c = parse(r#","accessId":"AK","accesskey":"SK","sts_token":"TOK""#).unwrap();
-        let creds = c.credentials(|_| None).unwrap();
+        let source = c.credentials(|_| None).unwrap();
+        assert!(matches!(source, CredentialSource::Static(_)), "{source:?}");
+        let creds = source.configured().unwrap();
         assert_eq!(creds.access_key_id(), "AK");
         assert_eq!(creds.security_token().map(Secret::expose), Some("TOK"));
         assert!(!format!("{c:?}").contains("SK\"") && !format!("{c:?}").contains("TOK"));
@@ -483,7 +486,9 @@ mod tests {
             ENV_SECURITY_TOKEN => Some("ETOK".to_owned()),
             _ => None,
         };
-        let creds = c.credentials(env).unwrap();
+        let source = c.credentials(env).unwrap();
+        assert!(matches!(source, CredentialSource::Alibaba(_)), "{source:?}");
+        let creds = source.configured().unwrap();
         assert_eq!(creds.access_key_id(), "EAK");
         assert_eq!(creds.security_token().map(Secret::expose), Some("ETOK"));
         assert!(

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use floe_core::{Error, ErrorKind, Result};
-use floe_signing::Credentials;
+use floe_signing::CredentialSource;
 use floe_signing::odps::{self, OdpsSignature};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Method;
@@ -135,7 +135,7 @@ impl OdpsResponse {
 pub(crate) struct OdpsHttp {
     http: reqwest::Client,
     endpoint: String,
-    credentials: Credentials,
+    credentials: CredentialSource,
     region: Option<String>,
     /// Set once the service refused a v4 signature; shared by clones.
     classic_only: Arc<AtomicBool>,
@@ -147,7 +147,7 @@ impl OdpsHttp {
     pub fn new(
         http: reqwest::Client,
         endpoint: &str,
-        credentials: Credentials,
+        credentials: CredentialSource,
         region: Option<String>,
         timeout: Duration,
     ) -> Self {
@@ -213,8 +213,9 @@ impl OdpsHttp {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
+        let credentials = self.credentials.current().await?;
         let signed = odps::sign_now(
-            &self.credentials,
+            &credentials,
             &self.signature(),
             req.method.as_str(),
             &path_and_query,

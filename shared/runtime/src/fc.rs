@@ -10,7 +10,9 @@
 //! Every request carries FC's common headers: `x-fc-request-id` (on every log line of the
 //! invocation, and in the `FC Invoke Start/End RequestId:` lines FC's log view splits on), and
 //! the function role's temporary credentials (`x-fc-access-key-id`, `x-fc-access-key-secret`,
-//! `x-fc-security-token`), handed to the handler and stored in [`SharedCredentials`]. The
+//! `x-fc-security-token`), handed to the handler, stored in [`SharedCredentials`] and published
+//! with `floe_signing::credentials::set_platform_credentials` before the handler runs, so every
+//! Alibaba client built at start signs with the keys of the latest invocation. The
 //! deadline is the request's arrival plus `x-fc-function-timeout` seconds when FC sends it,
 //! else `FLOE_TIMEOUT_SECS` (set it to the function's timeout; 60 when unset).
 
@@ -174,6 +176,11 @@ async fn respond(server: &Server, req: Request<Incoming>) -> Response<Full<Bytes
     let credentials = credentials_of(&header);
     if let Some(c) = &credentials {
         server.credentials.set(c.clone());
+        // Every Alibaba client of the process signs its next request with these keys.
+        floe_signing::credentials::set_platform_credentials(
+            floe_signing::Credentials::new(&c.access_key_id, c.access_key_secret.clone())
+                .with_security_token(c.security_token.clone()),
+        );
     }
     let timeout_header = if kind == Kind::Initialize {
         "x-fc-initialization-timeout"

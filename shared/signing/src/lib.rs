@@ -26,5 +26,5 @@ pub mod signed;
 pub mod sigv4;
 pub mod time;
 
-pub use credentials::Credentials;
+pub use credentials::{CredentialSource, Credentials};
 pub use signed::SignedHeaders;

@@ -274,3 +274,39 @@ async fn oss_flavour_round_trips_with_checksums_when_required() {
     let e = store.get("a/none").await.unwrap_err();
     assert!(e.to_string().contains("oss://floe-test/a/none"), "{e}");
 }
+
+/// An OSS store built once keeps working when its STS token is replaced: with the platform's
+/// keys it signs each request with the latest ones Function Compute handed the process.
+#[tokio::test]
+async fn oss_requests_carry_the_latest_platform_token() {
+    use floe_signing::credentials::set_platform_credentials;
+    use floe_signing::{CredentialSource, Credentials};
+    use floe_testbed::servers::Linearizer;
+
+    let s = server().await;
+    let front = Linearizer::start(&s.endpoint()).await.unwrap();
+    let keys = |token: &str| {
+        Credentials::new(S3sFs::ACCESS_KEY_ID, S3sFs::SECRET_ACCESS_KEY).with_security_token(token)
+    };
+    let store = S3Store::new(
+        S3StoreConfig::new(Provider::Oss, BUCKET)
+            .with_endpoint(front.endpoint())
+            .with_region(S3sFs::REGION)
+            .with_path_style(true)
+            .with_credential_source(CredentialSource::alibaba(keys("T1-from-env"))),
+    )
+    .await
+    .unwrap();
+    front.set_required_security_token(Some("T1-from-env"));
+    store
+        .put("a", Bytes::from_static(b"1"), PutMode::Overwrite)
+        .await
+        .unwrap();
+    front.set_required_security_token(Some("T2-from-fc"));
+    set_platform_credentials(keys("T2-from-fc"));
+    store
+        .put("b", Bytes::from_static(b"2"), PutMode::IfAbsent)
+        .await
+        .unwrap();
+    assert_eq!(front.token_refusals(), 0);
+}

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use floe_core::Secret;
-use floe_signing::Credentials;
+use floe_signing::CredentialSource;
 use floe_signing::sigv4::{Payload, SigV4Signer};
 use iceberg::{Error, ErrorKind, Result};
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
@@ -35,7 +35,7 @@ pub fn system_clock() -> SigningClock {
 #[derive(Clone)]
 pub(crate) struct SigV4Auth {
     signer: SigV4Signer,
-    credentials: Credentials,
+    credentials: CredentialSource,
     clock: SigningClock,
 }
 
@@ -50,11 +50,12 @@ impl fmt::Debug for SigV4Auth {
 }
 
 impl SigV4Auth {
-    /// Sign as `signing_name` in `region` with `credentials`, at the time `clock` gives.
+    /// Sign as `signing_name` in `region` with the keys `credentials` gives at the time of each
+    /// request, at the time `clock` gives.
     pub(crate) fn new(
         signing_name: &str,
         region: &str,
-        credentials: Credentials,
+        credentials: CredentialSource,
         clock: SigningClock,
     ) -> Self {
         SigV4Auth {
@@ -65,7 +66,8 @@ impl SigV4Auth {
     }
 
     /// Add `x-amz-date`, `authorization` (and `x-amz-security-token`) to `req`.
-    pub(crate) fn sign(&self, req: &mut reqwest::Request) -> floe_core::Result<()> {
+    pub(crate) async fn sign(&self, req: &mut reqwest::Request) -> floe_core::Result<()> {
+        let credentials = self.credentials.current().await?;
         let mut headers = Vec::with_capacity(req.headers().len());
         for (name, value) in req.headers() {
             let value = value.to_str().map_err(|_| {
@@ -77,7 +79,7 @@ impl SigV4Auth {
         }
         let body = req.body().and_then(|b| b.as_bytes()).unwrap_or_default();
         let signed = self.signer.sign(
-            &self.credentials,
+            &credentials,
             req.method().as_str(),
             req.url().as_str(),
             &headers,
@@ -273,7 +275,7 @@ impl Authenticator {
         let bearer = match self {
             Authenticator::None => return Ok(()),
             Authenticator::SigV4(s) => {
-                return s.sign(req).map_err(|e| {
+                return s.sign(req).await.map_err(|e| {
                     Error::new(ErrorKind::Unexpected, e.message().to_owned()).with_source(e)
                 });
             }

@@ -13,7 +13,7 @@
 //! | `rest.sigv4-enabled` | sign every request with AWS SigV4 | `false` |
 //! | `rest.signing-name` | SigV4 service: `s3tables`, `osstables`, `glue`, … | `execute-api` |
 //! | `rest.signing-region` | SigV4 region | `client.region`, then `s3.region` |
-//! | `rest.access-key-id` / `rest.secret-access-key` / `rest.session-token` | SigV4 keys | `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`, then `ALIBABA_CLOUD_ACCESS_KEY_ID` / `_SECRET` / `ALIBABA_CLOUD_SECURITY_TOKEN` (Function Compute's role keys) |
+//! | `rest.access-key-id` / `rest.secret-access-key` / `rest.session-token` | SigV4 keys | signing name `osstables`: Function Compute's role keys (the latest invocation's, else `ALIBABA_CLOUD_ACCESS_KEY_ID` / `_SECRET` / `ALIBABA_CLOUD_SECURITY_TOKEN`), then `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`; any other: the AWS default chain ([`crate::aws_chain`]) |
 //! | `header.<name>` | extra header on every request | none |
 //! | `s3.*`, `client.*` | FileIO properties for the tables' data and metadata files | none |
 //! | `type`, `catalog-impl`, `io-impl`, `name` | read by whoever picks the catalog; ignored here | |
@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use floe_core::{Error, Result, Secret};
-use floe_signing::Credentials;
+use floe_signing::{CredentialSource, Credentials};
 
 /// How requests are authenticated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,8 +55,8 @@ pub enum AuthConfig {
         signing_name: String,
         /// The signing region, e.g. `us-east-1`.
         signing_region: String,
-        /// The keys (and session token) to sign with.
-        credentials: Credentials,
+        /// Where the keys (and session token) to sign each request with come from.
+        credentials: CredentialSource,
     },
 }
 
@@ -222,6 +222,12 @@ impl RestCatalogConfig {
                     Error::config("rest.signing-region", "sigv4 needs a signing region")
                 })?
                 .to_owned();
+            let signing_name = get("rest.signing-name").unwrap_or(DEFAULT_SIGNING_NAME);
+            let cloud = if signing_name == "osstables" {
+                Cloud::Alibaba
+            } else {
+                Cloud::Aws
+            };
             let credentials = credentials_from(
                 &get,
                 &[[
@@ -229,12 +235,11 @@ impl RestCatalogConfig {
                     "rest.secret-access-key",
                     "rest.session-token",
                 ]],
+                cloud,
                 &env,
             )?;
             AuthConfig::SigV4 {
-                signing_name: get("rest.signing-name")
-                    .unwrap_or(DEFAULT_SIGNING_NAME)
-                    .to_owned(),
+                signing_name: signing_name.to_owned(),
                 signing_region,
                 credentials,
             }
@@ -253,56 +258,69 @@ impl RestCatalogConfig {
     }
 }
 
-/// Access keys from the first of `sources` (`[key id, secret, session token]` property names)
-/// that sets a key id, else from `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` /
-/// `AWS_SESSION_TOKEN`. The parts of one source are never mixed with another's: a session token
-/// in the environment is not attached to keys from the properties.
-/// The environment variables keys are read from when the properties name none, in order.
-const ENV_KEYS: [[&str; 3]; 2] = [
-    [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-    ],
-    [
-        "ALIBABA_CLOUD_ACCESS_KEY_ID",
-        "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
-        "ALIBABA_CLOUD_SECURITY_TOKEN",
-    ],
-];
+/// Whose platform a SigV4 endpoint belongs to, which decides where unconfigured keys come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cloud {
+    /// OSS Tables: Function Compute's role keys.
+    Alibaba,
+    /// Everything else: the AWS default chain.
+    Aws,
+}
 
+/// Where a SigV4 signer takes its keys: the first of `sources` (`[key id, secret, session
+/// token]` property names) that sets a key id, used as it is; else for [`Cloud::Alibaba`]
+/// Function Compute's role keys (the latest invocation's, else `ALIBABA_CLOUD_*` read now), then
+/// keys exported as `AWS_*` (someone reaching OSS Tables from their own machine); else for
+/// [`Cloud::Aws`] the AWS default chain. The parts of one source are never mixed with another's:
+/// a session token in the environment is not attached to keys from the properties.
 pub(crate) fn credentials_from<'a>(
     get: &impl Fn(&str) -> Option<&'a str>,
     sources: &[[&str; 3]],
+    cloud: Cloud,
     env: &impl Fn(&str) -> Option<String>,
-) -> Result<Credentials> {
+) -> Result<CredentialSource> {
     for [id_key, secret_key, token_key] in sources {
         if let Some(id) = get(id_key) {
             let secret = get(secret_key).ok_or_else(|| {
                 Error::config(secret_key, format!("`{id_key}` is set but not its secret"))
             })?;
             let credentials = Credentials::new(id, secret);
-            return Ok(match get(token_key) {
+            return Ok(CredentialSource::fixed(match get(token_key) {
                 Some(token) => credentials.with_security_token(token),
                 None => credentials,
-            });
+            }));
         }
     }
+    if cloud == Cloud::Aws {
+        return Ok(crate::aws_chain::default_chain());
+    }
     let env = |k: &str| env(k).filter(|v| !v.is_empty());
-    // AWS's variables (Lambda sets them), then Alibaba Cloud's (Function Compute sets them to
-    // the function role's STS keys; OSS Tables signs SigV4 with the same keys).
-    for [id, secret, token] in ENV_KEYS {
-        if let (Some(id), Some(secret)) = (env(id), env(secret)) {
-            return Ok(
-                Credentials::new(id, secret).with_security_token(env(token).unwrap_or_default())
-            );
-        }
+    let keys = |[id, secret, token]: [&str; 3]| {
+        Some(
+            Credentials::new(env(id)?, env(secret)?)
+                .with_security_token(env(token).unwrap_or_default()),
+        )
+    };
+    if let Some(c) = keys([
+        "ALIBABA_CLOUD_ACCESS_KEY_ID",
+        "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+        "ALIBABA_CLOUD_SECURITY_TOKEN",
+    ]) {
+        return Ok(CredentialSource::alibaba(c));
+    }
+    if let Some(c) = keys([
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+    ]) {
+        return Ok(CredentialSource::fixed(c));
     }
     let first = sources.first().map_or("access-key-id", |s| s[0]);
     Err(Error::config(
         first,
-        "no access key: set it, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \
-         (ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET on Alibaba Cloud)",
+        "no access key: set it, or ALIBABA_CLOUD_ACCESS_KEY_ID and \
+         ALIBABA_CLOUD_ACCESS_KEY_SECRET (Function Compute sets them), or AWS_ACCESS_KEY_ID and \
+         AWS_SECRET_ACCESS_KEY",
     ))
 }
 
@@ -372,6 +390,9 @@ mod tests {
             } => {
                 assert_eq!(signing_name, "osstables");
                 assert_eq!(signing_region, "cn-hangzhou");
+                let CredentialSource::Static(credentials) = credentials else {
+                    panic!("{credentials:?}")
+                };
                 assert_eq!(credentials.access_key_id(), "LTAI-id");
                 assert!(credentials.security_token().is_none());
             }
@@ -441,11 +462,9 @@ mod tests {
             } => {
                 assert_eq!(signing_name, "execute-api");
                 assert_eq!(signing_region, "eu-west-1");
-                assert_eq!(credentials.access_key_id(), "AKENV");
-                assert_eq!(
-                    credentials.security_token().map(Secret::expose),
-                    Some("sess")
-                );
+                // AWS keys come from the default chain (which reads AWS_* first), one per process.
+                assert!(matches!(credentials, CredentialSource::Aws(_)));
+                assert_eq!(credentials, crate::aws_chain::default_chain());
             }
             other => panic!("{other:?}"),
         }
@@ -470,7 +489,11 @@ mod tests {
             fc,
         )
         .unwrap();
-        let AuthConfig::SigV4 { credentials, .. } = c.auth else {
+        let AuthConfig::SigV4 {
+            credentials: CredentialSource::Alibaba(credentials),
+            ..
+        } = c.auth
+        else {
             panic!("{:?}", c.auth)
         };
         assert_eq!(credentials.access_key_id(), "STS.fc-role");
@@ -482,6 +505,7 @@ mod tests {
             &props(&[
                 ("uri", "https://h"),
                 ("rest.sigv4-enabled", "true"),
+                ("rest.signing-name", "osstables"),
                 ("rest.signing-region", "cn-hangzhou"),
             ]),
             no_env,
@@ -506,7 +530,7 @@ mod tests {
         .unwrap();
         match c.auth {
             AuthConfig::SigV4 { credentials, .. } => {
-                assert!(credentials.security_token().is_none())
+                assert!(credentials.configured().unwrap().security_token().is_none())
             }
             other => panic!("{other:?}"),
         }
@@ -528,9 +552,11 @@ mod tests {
                 "rest.signing-region",
             ),
             (
+                // OSS Tables without keys anywhere (AWS signers fall back to the default chain).
                 vec![
                     ("uri", "http://h"),
                     ("rest.sigv4-enabled", "true"),
+                    ("rest.signing-name", "osstables"),
                     ("rest.signing-region", "r"),
                 ],
                 "rest.access-key-id",

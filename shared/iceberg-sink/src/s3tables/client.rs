@@ -107,7 +107,7 @@ impl S3TablesClient {
         let mut request = builder.build().map_err(|e| {
             floe_core::Error::invalid_input(format!("{what}: bad request url {url}")).with_source(e)
         })?;
-        self.signer.sign(&mut request)?;
+        self.signer.sign(&mut request).await?;
         tracing::debug!(%method, %url, "s3tables request");
         let response = self
             .http

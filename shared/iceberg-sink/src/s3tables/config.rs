@@ -7,7 +7,7 @@
 //! | `uri` | control-plane endpoint | `AWS_ENDPOINT_URL_S3TABLES`, then `AWS_ENDPOINT_URL`, then `https://s3tables.<region>.amazonaws.com`; for an `acs:` ARN `https://<region>.oss-tables.aliyuncs.com` |
 //! | `s3tables.signing-region` | SigV4 region | `client.region`, then the ARN's region |
 //! | `s3tables.signing-name` | SigV4 signing name | `s3tables` |
-//! | `s3tables.access-key-id` / `s3tables.secret-access-key` / `s3tables.session-token` | keys | `s3.*` keys, then `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN` |
+//! | `s3tables.access-key-id` / `s3tables.secret-access-key` / `s3tables.session-token` | keys | `s3.*` keys, then for an AWS warehouse the AWS default chain ([`crate::aws_chain`]: `AWS_*`, container credentials, profile, instance metadata), for an `acs:` warehouse Function Compute's role keys (the latest invocation's, else `ALIBABA_CLOUD_*`), then `AWS_*` |
 //! | `s3.*`, `client.*` | FileIO properties for metadata and data files | `client.region` = the signing region; `s3.endpoint` = `AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL` (AWS warehouses) |
 //! | `type`, `catalog-impl`, `io-impl`, `name` | read by whoever picks the catalog; ignored here | |
 //!
@@ -16,9 +16,9 @@
 use std::collections::HashMap;
 
 use floe_core::{Error, Result};
-use floe_signing::Credentials;
+use floe_signing::CredentialSource;
 
-use crate::rest::config::credentials_from;
+use crate::rest::config::{Cloud, credentials_from};
 
 /// The S3 Tables catalog's configuration; see the module doc for the keys.
 #[derive(Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub struct S3TablesConfig {
     /// `s3tables.signing-name`: the SigV4 signing name; default `s3tables`.
     pub signing_name: String,
     /// The keys requests are signed with.
-    pub credentials: Credentials,
+    pub credentials: CredentialSource,
     /// `s3.*` and `client.*`: FileIO properties for the tables' files.
     pub file_io_props: HashMap<String, String>,
 }
@@ -156,6 +156,7 @@ impl S3TablesConfig {
                     "s3.session-token",
                 ],
             ],
+            if aws { Cloud::Aws } else { Cloud::Alibaba },
             &env,
         )?;
         if !file_io_props.contains_key("client.region") && !file_io_props.contains_key("s3.region")
@@ -228,7 +229,8 @@ mod tests {
         assert_eq!(c.region, "eu-west-1");
         assert_eq!(c.endpoint, "https://s3tables.eu-west-1.amazonaws.com");
         assert_eq!(c.signing_name, "s3tables");
-        assert_eq!(c.credentials.access_key_id(), "AK");
+        assert!(matches!(c.credentials, CredentialSource::Static(_)));
+        assert_eq!(c.credentials.configured().unwrap().access_key_id(), "AK");
         assert_eq!(c.file_io_props["client.region"], "eu-west-1");
         assert!(!format!("{c:?}").contains("very-secret"), "{c:?}");
     }
@@ -251,7 +253,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.endpoint, "https://cn-hangzhou.oss-tables.aliyuncs.com");
         assert_eq!(c.region, "cn-hangzhou");
-        assert_eq!(c.credentials.access_key_id(), "env-AWS_ACCESS_KEY_ID");
+        let CredentialSource::Alibaba(keys) = &c.credentials else {
+            panic!("{:?}", c.credentials)
+        };
+        assert_eq!(keys.access_key_id(), "env-ALIBABA_CLOUD_ACCESS_KEY_ID");
     }
 
     #[test]
@@ -263,7 +268,11 @@ mod tests {
                 vec![("client.region", "r"), ("uri", "s3tables.local")],
                 "uri",
             ),
-            (vec![("client.region", "r")], "s3tables.access-key-id"),
+            // OSS Tables without keys anywhere (AWS warehouses fall back to the default chain).
+            (
+                vec![("warehouse", "acs:osstables:cn-hangzhou:1:bucket/b")],
+                "s3tables.access-key-id",
+            ),
             (
                 vec![("client.region", "r"), ("s3tables.access-key-id", "a")],
                 "s3tables.secret-access-key",

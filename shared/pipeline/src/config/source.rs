@@ -10,8 +10,8 @@
 //! endpoint = "http://1234.mns.cn-hangzhou.aliyuncs.com"
 //! region = "cn-hangzhou"
 //! queue-name = "oss-events"
-//! access-key-id = "${env:ALIBABA_CLOUD_ACCESS_KEY_ID}"
-//! access-key-secret = "${env:ALIBABA_CLOUD_ACCESS_KEY_SECRET}"
+//! # access-key-id / access-key-secret: leave them out to sign with the platform's keys (on FC the
+//! # latest invocation's); keys written here (even "${env:…}") are used as they are, never renewed
 //! scan.startup.mode = "INITIAL"     # EARLIEST_OFFSET | LATEST_OFFSET | COMMITTED_OFFSET | TIMESTAMP | INITIAL | SNAPSHOT
 //! oss-endpoint = "https://oss-cn-hangzhou.aliyuncs.com"
 //! oss-bucket = "landing"
@@ -27,7 +27,7 @@
 //! | `region` | mns (required), sqs | sqs: the URL's region, then `AWS_REGION` | the queue's region; for MNS also the OSS region's fallback |
 //! | `queue-name` | mns (required), oss | | the MNS queue; on an `oss` source it makes the source `mns` |
 //! | `queue-url` | sqs (required), s3 | | the SQS queue URL; on an `s3` source it makes the source `sqs` (events from that queue, `bucket` for backfills) |
-//! | `access-key-id`, `access-key-secret`, `security-token` | mns, sqs | MNS: `ALIBABA_CLOUD_ACCESS_KEY_ID` / `_SECRET` / `ALIBABA_CLOUD_SECURITY_TOKEN`; SQS: the AWS default chain | the queue's keys (secret and token are never printed); also the object store's unless `s3.*` keys are set |
+//! | `access-key-id`, `access-key-secret`, `security-token` | mns, sqs | MNS: the platform's keys (on Function Compute the latest invocation's `x-fc-*` keys, else `ALIBABA_CLOUD_ACCESS_KEY_ID` / `_SECRET` / `ALIBABA_CLOUD_SECURITY_TOKEN`), asked before each request; SQS: the AWS default chain | the queue's keys (secret and token are never printed); also the object store's unless `s3.*` keys are set |
 //! | `scan.startup.mode` | mns, sqs | `COMMITTED_OFFSET` | see below; `oss` / `s3` sources accept only `SNAPSHOT` (their default) |
 //! | `scan.startup.timestamp-millis` | mns, sqs | | the start of `TIMESTAMP`, epoch ms; required by it |
 //! | `batch-size` | mns, sqs | 1 | messages per receive: 1–16 (MNS), 1–10 (SQS) |

@@ -46,7 +46,7 @@ use floe_core::{Error, ObjectChange, Result, Secret};
 use floe_queue::mns::{MnsClient, MnsConfig, MnsConsumer};
 use floe_queue::sqs::{SqsConfig, SqsConsumer};
 use floe_queue::{Poller, QueueConsumer, RateLimiter, StartupCursor};
-use floe_signing::Credentials;
+use floe_signing::{CredentialSource, Credentials};
 
 pub use backfill::{BackfillReport, PrefixProgress};
 pub use queue::PollReport;
@@ -148,19 +148,20 @@ impl CloudSource {
     }
 }
 
-/// MNS keys from the configuration, else from Function Compute's environment variables.
+/// MNS keys from the configuration (as they are), else the platform's: on Function Compute the
+/// latest invocation's keys, else the `ALIBABA_CLOUD_*` environment variables read now.
 fn mns_credentials(
     id: Option<&str>,
     secret: Option<&Secret>,
     token: Option<&Secret>,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<Credentials> {
+) -> Result<CredentialSource> {
     if let (Some(id), Some(secret)) = (id, secret) {
         let c = Credentials::new(id, secret.clone());
-        return Ok(match token {
+        return Ok(CredentialSource::fixed(match token {
             Some(t) => c.with_security_token(t.clone()),
             None => c,
-        });
+        }));
     }
     let get = |k: &str| env(k).filter(|v| !v.is_empty());
     match (
@@ -169,10 +170,12 @@ fn mns_credentials(
     ) {
         (Some(id), Some(secret)) => {
             let c = Credentials::new(id, Secret::new(secret));
-            Ok(match get("ALIBABA_CLOUD_SECURITY_TOKEN") {
-                Some(t) => c.with_security_token(Secret::new(t)),
-                None => c,
-            })
+            Ok(CredentialSource::alibaba(
+                match get("ALIBABA_CLOUD_SECURITY_TOKEN") {
+                    Some(t) => c.with_security_token(Secret::new(t)),
+                    None => c,
+                },
+            ))
         }
         _ => Err(Error::config(
             "source.access-key-id",
@@ -212,9 +215,12 @@ mod tests {
 
     #[test]
     fn mns_keys_come_from_the_config_then_the_environment() {
-        let c = mns_credentials(Some("AK"), Some(&Secret::new("SK")), None, |_| None).unwrap();
-        assert_eq!(c.access_key_id(), "AK");
-        let c = mns_credentials(None, None, None, |k| Some(format!("env-{k}"))).unwrap();
+        let s = mns_credentials(Some("AK"), Some(&Secret::new("SK")), None, |_| None).unwrap();
+        assert!(matches!(&s, CredentialSource::Static(c) if c.access_key_id() == "AK"));
+        let s = mns_credentials(None, None, None, |k| Some(format!("env-{k}"))).unwrap();
+        let CredentialSource::Alibaba(c) = s else {
+            panic!("{s:?}")
+        };
         assert_eq!(c.access_key_id(), "env-ALIBABA_CLOUD_ACCESS_KEY_ID");
         assert!(c.security_token().is_some());
         let e = mns_credentials(None, None, None, |_| None).unwrap_err();

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use floe_core::{Error, ErrorKind, Result};
-use floe_signing::{Credentials, mns as sign};
+use floe_signing::{CredentialSource, mns as sign};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::{Method, StatusCode, Url};
 
@@ -37,8 +37,9 @@ pub struct MnsConfig {
     pub endpoint: String,
     /// Queue name (letters, digits and `-`); no default.
     pub queue: String,
-    /// Access keys; an STS token is sent as `security-token`.
-    pub credentials: Credentials,
+    /// Where the access keys come from, asked before every request; an STS token is sent as
+    /// `security-token`.
+    pub credentials: CredentialSource,
     /// Time allowed for one call on top of its long-poll wait, in seconds; default 10.
     pub request_timeout_secs: u64,
 }
@@ -48,12 +49,12 @@ impl MnsConfig {
     pub fn new(
         endpoint: impl Into<String>,
         queue: impl Into<String>,
-        credentials: Credentials,
+        credentials: impl Into<CredentialSource>,
     ) -> Self {
         MnsConfig {
             endpoint: endpoint.into(),
             queue: queue.into(),
-            credentials,
+            credentials: credentials.into(),
             request_timeout_secs: 10,
         }
     }
@@ -65,7 +66,7 @@ pub struct MnsClient {
     http: reqwest::Client,
     endpoint: String,
     queue: String,
-    credentials: Credentials,
+    credentials: CredentialSource,
     request_timeout: Duration,
 }
 
@@ -344,13 +345,8 @@ impl MnsClient {
             Some(q) => format!("{}?{q}", url.path()),
             None => url.path().to_owned(),
         };
-        let signed = sign::sign_now(
-            &self.credentials,
-            method.as_str(),
-            &signed_resource,
-            &body,
-            &[],
-        )?;
+        let credentials = self.credentials.current().await?;
+        let signed = sign::sign_now(&credentials, method.as_str(), &signed_resource, &body, &[])?;
         // Without `waitseconds` the queue's own wait (at most 30 s) applies.
         let wait = Duration::from_secs(u64::from(wait.unwrap_or(MAX_WAIT_SECS)));
         let mut req = self
@@ -407,7 +403,11 @@ mod tests {
     use super::*;
 
     fn config(endpoint: &str, queue: &str) -> MnsConfig {
-        MnsConfig::new(endpoint, queue, Credentials::new("AK", "secret"))
+        MnsConfig::new(
+            endpoint,
+            queue,
+            floe_signing::Credentials::new("AK", "secret"),
+        )
     }
 
     #[test]

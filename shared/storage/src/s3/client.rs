@@ -4,14 +4,14 @@
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;
-use aws_credential_types::Credentials;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{
-    Region, RequestChecksumCalculation, ResponseChecksumValidation, SharedHttpClient,
+    IdentityCache, Region, RequestChecksumCalculation, ResponseChecksumValidation, SharedHttpClient,
 };
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use floe_core::{Error, Provider, Result};
+use floe_signing::{CredentialSource, Credentials};
 
 use super::config::{ChecksumPolicy, S3StoreConfig};
 
@@ -36,20 +36,22 @@ const OSS_ENV: [(&str, &str, &str); 2] = [
     ),
 ];
 
-/// Keys from the configuration, or for OSS from the environment; `None` means "use the AWS
-/// default chain".
-fn static_credentials(
+/// Keys from the configuration (static), or for OSS the platform's (Function Compute's latest
+/// per-invocation keys, else `ALIBABA_CLOUD_*` read now), else the OSS SDKs' variables
+/// (static); `None` means "use the AWS default chain".
+fn credential_source(
     config: &S3StoreConfig,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<Option<Credentials>> {
+) -> Result<Option<CredentialSource>> {
+    if let Some(source) = &config.credential_source {
+        return Ok(Some(source.clone()));
+    }
     if let (Some(id), Some(secret)) = (&config.access_key_id, &config.secret_access_key) {
-        return Ok(Some(Credentials::new(
-            id,
-            secret.expose(),
-            config.session_token.as_ref().map(|t| t.expose().to_owned()),
-            None,
-            "floe-config",
-        )));
+        let c = Credentials::new(id, secret.clone());
+        return Ok(Some(CredentialSource::fixed(match &config.session_token {
+            Some(t) => c.with_security_token(t.clone()),
+            None => c,
+        })));
     }
     if config.provider != Provider::Oss {
         return Ok(None);
@@ -57,13 +59,15 @@ fn static_credentials(
     for (id_var, secret_var, token_var) in OSS_ENV {
         let nonempty = |v: &str| env(v).filter(|s| !s.is_empty());
         if let (Some(id), Some(secret)) = (nonempty(id_var), nonempty(secret_var)) {
-            return Ok(Some(Credentials::new(
-                id,
-                secret,
-                nonempty(token_var),
-                None,
-                "floe-env",
-            )));
+            let c = Credentials::new(id, secret)
+                .with_security_token(nonempty(token_var).unwrap_or_default());
+            // FC's role keys follow each invocation's; keys a user set under the OSS SDKs'
+            // names are theirs and stay as they are.
+            return Ok(Some(if id_var == "ALIBABA_CLOUD_ACCESS_KEY_ID" {
+                CredentialSource::alibaba(c)
+            } else {
+                CredentialSource::fixed(c)
+            }));
         }
     }
     Err(Error::config(
@@ -77,14 +81,14 @@ fn static_credentials(
 pub(crate) async fn build(config: &S3StoreConfig) -> Result<aws_sdk_s3::Client> {
     config.validate()?;
     let http = http_client();
-    let creds = static_credentials(config, |v| std::env::var(v).ok())?;
+    let creds = credential_source(config, |v| std::env::var(v).ok())?;
     let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http.clone());
     if let Some(region) = &config.region {
         loader = loader.region(Region::new(region.clone()));
     }
-    if let Some(c) = &creds {
-        // Skip the default chain entirely when the keys are given.
-        loader = loader.credentials_provider(c.clone());
+    if let Some(source) = &creds {
+        // Skip the default chain entirely: the keys are given, or are the platform's.
+        loader = loader.credentials_provider(source.clone());
     }
     let sdk = loader.load().await;
     if sdk.region().is_none() {
@@ -115,6 +119,11 @@ pub(crate) async fn build(config: &S3StoreConfig) -> Result<aws_sdk_s3::Client> 
                 .read_timeout(Duration::from_millis(config.read_timeout_ms))
                 .build(),
         );
+    if creds.is_some() {
+        // The source answers at once and follows the platform's keys; the SDK's cache would
+        // keep keys that carry no expiry for 15 minutes, past an STS token's replacement.
+        builder = builder.identity_cache(IdentityCache::no_cache());
+    }
     if let Some(ep) = &config.endpoint {
         builder = builder.endpoint_url(ep.trim_end_matches('/'));
     }
@@ -135,9 +144,14 @@ mod tests {
             "OSS_ACCESS_KEY_ID" => Some("other".to_owned()),
             _ => None,
         };
-        let c = static_credentials(&oss, fc).unwrap().unwrap();
+        let source = credential_source(&oss, fc).unwrap().unwrap();
+        assert!(matches!(source, CredentialSource::Alibaba(_)), "{source:?}");
+        let c = source.configured().unwrap();
         assert_eq!(c.access_key_id(), "STS.id");
-        assert_eq!(c.session_token(), Some("sts-token"));
+        assert_eq!(
+            c.security_token().map(floe_core::Secret::expose),
+            Some("sts-token")
+        );
 
         let sdk_vars = |v: &str| match v {
             "OSS_ACCESS_KEY_ID" => Some("LTAI".to_owned()),
@@ -145,17 +159,19 @@ mod tests {
             "ALIBABA_CLOUD_ACCESS_KEY_ID" => Some(String::new()),
             _ => None,
         };
-        let c = static_credentials(&oss, sdk_vars).unwrap().unwrap();
-        assert_eq!((c.access_key_id(), c.session_token()), ("LTAI", None));
+        let source = credential_source(&oss, sdk_vars).unwrap().unwrap();
+        let c = source.configured().unwrap();
+        assert_eq!((c.access_key_id(), c.security_token()), ("LTAI", None));
 
-        let e = static_credentials(&oss, |_| None).unwrap_err();
+        let e = credential_source(&oss, |_| None).unwrap_err();
         assert!(e.to_string().contains("ALIBABA_CLOUD_ACCESS_KEY_ID"), "{e}");
         // S3 without keys: the AWS default chain.
         let s3 = S3StoreConfig::new(Provider::S3, "b");
-        assert!(static_credentials(&s3, fc).unwrap().is_none());
-        // Keys in the config win.
+        assert!(credential_source(&s3, fc).unwrap().is_none());
+        // Keys in the config win, and stay what they are.
         let given = oss.with_keys("AK", "SK", None);
-        let c = static_credentials(&given, fc).unwrap().unwrap();
-        assert_eq!(c.access_key_id(), "AK");
+        let source = credential_source(&given, fc).unwrap().unwrap();
+        assert!(matches!(source, CredentialSource::Static(_)), "{source:?}");
+        assert_eq!(source.configured().unwrap().access_key_id(), "AK");
     }
 }

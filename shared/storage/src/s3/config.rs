@@ -23,8 +23,10 @@ pub enum ChecksumPolicy {
 ///   `AWS_SESSION_TOKEN`, which Lambda sets; profile files; web identity; ECS and EC2
 ///   metadata);
 /// - provider `Oss`: `ALIBABA_CLOUD_ACCESS_KEY_ID` / `ALIBABA_CLOUD_ACCESS_KEY_SECRET` /
-///   `ALIBABA_CLOUD_SECURITY_TOKEN` (Function Compute's STS credentials), then
-///   `OSS_ACCESS_KEY_ID` / `OSS_ACCESS_KEY_SECRET` / `OSS_SESSION_TOKEN` (the OSS SDKs' names).
+///   `ALIBABA_CLOUD_SECURITY_TOKEN` (Function Compute's STS credentials), replaced on FC by the
+///   keys of the latest invocation before each request
+///   ([`floe_signing::CredentialSource::Alibaba`]); then `OSS_ACCESS_KEY_ID` /
+///   `OSS_ACCESS_KEY_SECRET` / `OSS_SESSION_TOKEN` (the OSS SDKs' names), used as they are.
 #[derive(Clone, Debug)]
 pub struct S3StoreConfig {
     /// `Provider::S3` (AWS S3 or any S3-compatible server; `s3://` URLs) or `Provider::Oss`
@@ -47,6 +49,9 @@ pub struct S3StoreConfig {
     pub secret_access_key: Option<Secret>,
     /// Session / STS token for temporary keys; default none.
     pub session_token: Option<Secret>,
+    /// Where the keys come from, when a caller has one already (tests, embedders); default none:
+    /// the keys above, else the providers' defaults (see the struct doc). Wins over the keys.
+    pub credential_source: Option<floe_signing::CredentialSource>,
     /// Checksum behaviour; default none: `WhenSupported` for S3, `WhenRequired` for OSS.
     pub checksums: Option<ChecksumPolicy>,
     /// Attempts per call, the first included (the SDK's standard retry with backoff for
@@ -71,6 +76,7 @@ impl S3StoreConfig {
             access_key_id: None,
             secret_access_key: None,
             session_token: None,
+            credential_source: None,
             checksums: None,
             max_attempts: 3,
             connect_timeout_ms: 5_000,
@@ -106,6 +112,12 @@ impl S3StoreConfig {
         self.access_key_id = Some(access_key_id.into());
         self.secret_access_key = Some(secret_access_key.into());
         self.session_token = session_token.filter(|t| !t.is_empty());
+        self
+    }
+
+    /// Take the keys from `source` before each request.
+    pub fn with_credential_source(mut self, source: floe_signing::CredentialSource) -> Self {
+        self.credential_source = Some(source);
         self
     }
 

@@ -74,6 +74,8 @@ pub struct RecordedRequest {
 
 pub(crate) struct Shared {
     pub config: MaxComputeEmulatorConfig,
+    /// The keys accepted now: `config.credentials` until [`MaxComputeEmulator::set_credentials`].
+    credentials: Mutex<Credentials>,
     pub host: String,
     state: Mutex<State>,
     requests: Mutex<Vec<RecordedRequest>>,
@@ -128,6 +130,7 @@ impl MaxComputeEmulator {
             .map_err(|e| Error::from(e).while_doing("failed to bind the maxcompute emulator"))?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
+            credentials: Mutex::new(config.credentials.clone()),
             config,
             host: addr.to_string(),
             state: Mutex::new(State::default()),
@@ -148,6 +151,17 @@ impl MaxComputeEmulator {
             shared,
             task,
         })
+    }
+
+    /// Accept only `credentials` from now on, as MaxCompute does once an STS token has expired
+    /// and the role's keys were issued again: a request signed with the old keys or sending the
+    /// old `authorization-sts-token` is refused with 403.
+    pub fn set_credentials(&self, credentials: Credentials) {
+        *self
+            .shared
+            .credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = credentials;
     }
 
     /// The REST endpoint: `http://127.0.0.1:<port>/api`.
@@ -485,7 +499,12 @@ fn dispatch(
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    if let Err(e) = odps::verify(&sh.config.credentials, method.as_str(), relative, &hv) {
+    let accepted = sh
+        .credentials
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    if let Err(e) = odps::verify(&accepted, method.as_str(), relative, &hv) {
         tracing::debug!(error = %e, "maxcompute emulator refused a signature");
         return err(
             StatusCode::FORBIDDEN,

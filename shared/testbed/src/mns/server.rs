@@ -83,6 +83,8 @@ struct Queues {
 
 struct Shared {
     config: MnsEmulatorConfig,
+    /// The keys accepted now: `config.credentials` until [`MnsEmulator::set_credentials`].
+    credentials: Mutex<Credentials>,
     host_id: String,
     state: Mutex<Queues>,
     /// Woken whenever a message may have become available.
@@ -140,6 +142,7 @@ impl MnsEmulator {
             .map(|q| (q.clone(), Queue::new(vt)))
             .collect();
         let shared = Arc::new(Shared {
+            credentials: Mutex::new(config.credentials.clone()),
             config,
             host_id: endpoint.clone(),
             state: Mutex::new(Queues {
@@ -167,6 +170,17 @@ impl MnsEmulator {
     /// `http://127.0.0.1:<port>`, to use as the client's endpoint.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// Accept only `credentials` from now on, as MNS does once an STS token has expired and the
+    /// role's keys were issued again: a request signed with the old keys or sending the old
+    /// `security-token` is refused with 403.
+    pub fn set_credentials(&self, credentials: Credentials) {
+        *self
+            .shared
+            .credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = credentials;
     }
 
     /// Create a queue (no-op if it exists).
@@ -320,7 +334,11 @@ fn authenticate(
     token: Option<&str>,
     body: &[u8],
 ) -> Option<Reply> {
-    let creds = &sh.config.credentials;
+    let creds = &sh
+        .credentials
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     let auth = headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))

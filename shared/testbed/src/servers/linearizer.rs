@@ -27,6 +27,12 @@
 //! then replaced by the bearer token. A request that fails the check gets 403 and never reaches
 //! the server. The keys can be changed while it runs ([`Linearizer::set_gate_credentials`]), as
 //! an STS token is replaced when it expires.
+//!
+//! [`Linearizer::set_required_security_token`] makes any front check the STS token of the
+//! requests it passes (`x-amz-security-token`, as OSS's S3-compatible endpoint and S3 read it):
+//! a request with another token, or none, gets 403 `InvalidToken`, as from a store whose token
+//! has expired. `s3s-fs` accepts its fixed keys with any token, so this is what tells an OSS
+//! client that still signs with an expired token from one that took the new keys.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +62,8 @@ struct Shared {
     gate: Option<SigV4Gate>,
     checked: AtomicU64,
     refused: AtomicU64,
+    required_token: std::sync::Mutex<Option<String>>,
+    token_refused: AtomicU64,
 }
 
 /// What a SigV4 gate accepts, and the bearer token it passes on in place of the signature.
@@ -219,6 +227,8 @@ impl Linearizer {
             gate: gate.clone(),
             checked: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            required_token: std::sync::Mutex::new(None),
+            token_refused: AtomicU64::new(0),
         });
         let app = Router::new().fallback(forward).with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -240,6 +250,21 @@ impl Linearizer {
             self.shared.checked.load(Ordering::Relaxed),
             self.shared.refused.load(Ordering::Relaxed),
         )
+    }
+
+    /// From now on pass only requests whose `x-amz-security-token` is `token` (`None`: stop
+    /// checking). See the module doc.
+    pub fn set_required_security_token(&self, token: Option<&str>) {
+        *self
+            .shared
+            .required_token
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = token.map(str::to_owned);
+    }
+
+    /// Requests refused for their security token so far.
+    pub fn token_refusals(&self) -> u64 {
+        self.shared.token_refused.load(Ordering::Relaxed)
     }
 
     /// Accept only `credentials` from now on (an STS token replaced).
@@ -279,6 +304,28 @@ async fn forward_one(shared: &Shared, req: Request) -> Result<Response> {
         .map(|p| p.as_str())
         .unwrap_or("/");
     let url = format!("{}{path}", shared.upstream);
+    let required = shared
+        .required_token
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if let Some(required) = required {
+        let sent = parts
+            .headers
+            .get("x-amz-security-token")
+            .and_then(|v| v.to_str().ok());
+        if sent != Some(required.as_str()) {
+            shared.token_refused.fetch_add(1, Ordering::Relaxed);
+            let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>InvalidToken</Code>\
+                        <Message>The provided token is malformed or otherwise invalid.</Message></Error>";
+            return Ok((
+                StatusCode::FORBIDDEN,
+                [(axum::http::header::CONTENT_TYPE, "application/xml")],
+                body,
+            )
+                .into_response());
+        }
+    }
     if let Some(gate) = &shared.gate {
         if let Some(why) = gate.refusal(&parts, &body) {
             shared.refused.fetch_add(1, Ordering::Relaxed);

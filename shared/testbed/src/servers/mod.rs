@@ -8,6 +8,7 @@
 //! | [`MotoServer`] | `moto_server` 5.2 (S3 with notifications to SQS, SQS, S3 Tables) | `$FLOE_VENV/bin/moto_server`, default `~/.cache/floe/venv/bin/moto_server` |
 //! | [`LakanaServer`] | `lakana-server` 0.20 (an Iceberg REST catalog; bearer tokens) | `$FLOE_VENV/bin/lakana-server` |
 //! | [`Linearizer`] | floe's own: an HTTP front that passes one request at a time to a server | in process |
+//! | [`ContainerCredentials`] | floe's own: an ECS-style container credentials endpoint | in process |
 //!
 //! A missing program is an error whose message says how to install it: tests fail with it
 //! instead of skipping.
@@ -21,12 +22,14 @@
 //!  running (endpoint, credentials) ── drop → kill + wait, temp dir removed
 //! ```
 
+mod container_credentials;
 mod lakana;
 mod linearizer;
 mod moto;
 mod process;
 mod s3s_fs;
 
+pub use container_credentials::{CONTAINER_CREDENTIALS_PATH, ContainerCredentials};
 pub use lakana::{LAKANA_REQUIREMENT, LakanaServer};
 pub use linearizer::{Linearizer, SigV4Gate};
 pub use moto::{MOTO_REQUIREMENT, MotoServer};
