@@ -25,7 +25,7 @@ use floe_queue::StartupMode;
 use floe_queue::sqs::{SqsConfig, SqsConsumer};
 use floe_signing::Credentials;
 use floe_storage::{ObjectStore, PutMode, S3Store, S3StoreConfig};
-use floe_testbed::functions::FunctionDir;
+use floe_testbed::functions::{FunctionDir, FunctionProcess};
 use floe_testbed::lambda::LambdaRuntimeApi;
 use floe_testbed::maxcompute::{MaxComputeEmulator, MaxComputeEmulatorConfig};
 use floe_testbed::servers::{LakanaServer, Linearizer, MotoServer, SigV4Gate};
@@ -283,6 +283,38 @@ async fn sqs_event(sqs: &aws_sdk_sqs::Client, url: &str, want: usize) -> (Vec<u8
     )
 }
 
+/// What the SQS event source does: receive the queue's messages (at least `want`), invoke
+/// ingest with them, and delete those the answer does not name as failed (here: all of them,
+/// which the answer must say).
+async fn push_to_ingest(
+    api: &LambdaRuntimeApi,
+    ingest: &FunctionProcess,
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    want: usize,
+) {
+    let (event, handles) = sqs_event(sqs, queue_url, want).await;
+    let answer = api
+        .call(&event, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", ingest.log_tail()))
+        .json();
+    assert_eq!(
+        answer,
+        json!({"batchItemFailures": []}),
+        "{}",
+        ingest.log_tail()
+    );
+    for h in handles {
+        sqs.delete_message()
+            .queue_url(queue_url)
+            .receipt_handle(h)
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
 fn ndjson(ids: std::ops::Range<i64>) -> Bytes {
     Bytes::from(ids.map(|i| format!("{{\"id\":{i}}}\n")).collect::<String>())
 }
@@ -460,26 +492,7 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
         )
         .await
         .unwrap();
-    let (event, handles) = sqs_event(sqs, &queue_url, 4).await;
-    let answer = api
-        .call(&event, WAIT)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", ingest.log_tail()))
-        .json();
-    assert_eq!(
-        answer,
-        json!({"batchItemFailures": []}),
-        "{}",
-        ingest.log_tail()
-    );
-    for h in handles {
-        sqs.delete_message()
-            .queue_url(&queue_url)
-            .receipt_handle(h)
-            .send()
-            .await
-            .unwrap();
-    }
+    push_to_ingest(&api, &ingest, sqs, &queue_url, 4).await;
 
     // Pull: the poll function drains the queue on its schedule.
     source
@@ -793,18 +806,7 @@ async fn the_sam_stack_with_a_rest_catalog_and_maxcompute_lands_in_both() {
     let ingest = dir
         .spawn_lambda(&bin("floe-ingest"), &api, &env("IngestFunction"))
         .unwrap();
-    let (event, _) = sqs_event(sqs.sdk_client(), &queue_url, 3).await;
-    let answer = api
-        .call(&event, WAIT)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", ingest.log_tail()))
-        .json();
-    assert_eq!(
-        answer,
-        json!({"batchItemFailures": []}),
-        "{}",
-        ingest.log_tail()
-    );
+    push_to_ingest(&api, &ingest, sqs.sdk_client(), &queue_url, 3).await;
     drop(ingest);
 
     let api = LambdaRuntimeApi::start().await.unwrap();
