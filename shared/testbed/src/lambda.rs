@@ -192,6 +192,15 @@ impl LambdaRuntimeApi {
             if let Some(r) = lock(&self.shared.results).get(request_id) {
                 return Ok(r.clone());
             }
+            // A function that failed to start answers nothing: say so now, not at the deadline.
+            if let Some(e) = lock(&self.shared.init_errors).first() {
+                return Err(Error::new(
+                    floe_core::ErrorKind::Unexpected,
+                    format!(
+                        "the function failed to start (invocation {request_id} unanswered): {e}"
+                    ),
+                ));
+            }
             if Instant::now() >= until {
                 return Err(Error::new(
                     floe_core::ErrorKind::Deadline,
@@ -340,5 +349,15 @@ mod tests {
             .unwrap();
         assert_eq!(api.init_errors()[0]["errorType"], "NonRetryable");
         assert_eq!(api.next_calls(), 1);
+
+        // After a start-up failure an invocation is reported unanswered at once, with the error.
+        let started = std::time::Instant::now();
+        let e = api.call(b"{}", Duration::from_secs(60)).await.unwrap_err();
+        assert!(e.to_string().contains("config: x"), "{e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }
