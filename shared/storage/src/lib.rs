@@ -18,7 +18,7 @@ pub mod s3;
 mod store;
 
 pub use local::LocalStore;
-pub use prefixed::PrefixedStore;
+pub use prefixed::{PrefixedStore, key_prefix};
 pub use probe::probe_conditional_writes;
 pub use s3::{ChecksumPolicy, S3Store, S3StoreConfig};
 pub use store::{ByteStream, GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, collect_body};

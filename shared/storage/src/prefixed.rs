@@ -25,26 +25,29 @@ pub struct PrefixedStore {
     prefix: String,
 }
 
+/// `prefix` as a folder of keys: a missing trailing `/` added, an empty prefix kept empty (the
+/// whole store). None when a segment is empty (`a//b`, `/a`), `.` or `..`: such a prefix would
+/// not name the folder it seems to.
+pub fn key_prefix(prefix: &str) -> Option<String> {
+    let mut prefix = prefix.to_owned();
+    if !prefix.is_empty() && !prefix.ends_with('/') {
+        prefix.push('/');
+    }
+    let bad = |s: &str| s.is_empty() || s == "." || s == "..";
+    (prefix.is_empty() || !prefix.trim_end_matches('/').split('/').any(bad)).then_some(prefix)
+}
+
 impl PrefixedStore {
     /// `inner` seen through `prefix`. A leading `/` is dropped and a missing trailing `/` is
     /// added (a prefix names a folder); an empty prefix is the whole store. A prefix with an
     /// empty, `.` or `..` segment is refused: it would not name the folder it seems to.
     pub fn new(inner: Arc<dyn ObjectStore>, prefix: &str) -> Result<Self> {
         let trimmed = prefix.trim_start_matches('/');
-        let mut prefix = trimmed.to_owned();
-        if !prefix.is_empty() && !prefix.ends_with('/') {
-            prefix.push('/');
-        }
-        if !prefix.is_empty()
-            && prefix
-                .trim_end_matches('/')
-                .split('/')
-                .any(|s| s.is_empty() || s == "." || s == "..")
-        {
-            return Err(Error::invalid_input(format!(
+        let prefix = key_prefix(trimmed).ok_or_else(|| {
+            Error::invalid_input(format!(
                 "`{trimmed}` is not a key prefix (empty, `.` or `..` segment)"
-            )));
-        }
+            ))
+        })?;
         Ok(PrefixedStore { inner, prefix })
     }
 

@@ -567,19 +567,7 @@ pub(crate) fn object_url(url: &str) -> Option<(Provider, String, String)> {
     if bucket.is_empty() || bucket.contains(char::is_whitespace) {
         return None;
     }
-    let mut prefix = prefix.to_owned();
-    if !prefix.is_empty() && !prefix.ends_with('/') {
-        prefix.push('/');
-    }
-    // Every segment of the prefix is a name: no empty (`a//b`, `/a`), `.` or `..` segments.
-    if !prefix.is_empty()
-        && prefix
-            .trim_end_matches('/')
-            .split('/')
-            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
-    {
-        return None;
-    }
+    let prefix = floe_storage::key_prefix(prefix)?;
     Some((provider, bucket.to_owned(), prefix))
 }
 
