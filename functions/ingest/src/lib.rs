@@ -8,7 +8,8 @@
 //! | `{"Records":[…sqs…]}` | Lambda SQS event source | `{"batchItemFailures":[{"itemIdentifier":id},…]}` |
 //! | any of these as an HTTP request body | FC HTTP trigger, function URL | as for the payload |
 //!
-//! A message is finished when every change it carried is [`Outcome::is_done`] (staged,
+//! A message is finished when every change it carried is [`Outcome::is_done`] (the kernel's
+//! [`ack`] decides, as it does for the pull loop) (staged,
 //! duplicate, stale, ignored, dead-lettered): its rows are durable and the committer finishes
 //! them. SQS answers name only the unfinished messages, so the queue redelivers just those (a
 //! message that keeps failing reaches the queue's dead-letter queue after its redrive
@@ -25,7 +26,8 @@ pub mod trigger;
 use std::time::Duration;
 
 use floe_core::event::{ParseOptions, parse_payload};
-use floe_core::{Error, ErrorKind, ObjectChange, Result};
+use floe_core::{Error, ObjectChange, Result};
+use floe_pipeline::protocol::ack::{Ack, ack};
 use floe_pipeline::{Outcome, Pipeline};
 use floe_runtime::{Event, Function, Metric, Output};
 use serde_json::{Value, json};
@@ -170,8 +172,13 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
     let mut failed: Vec<(Option<String>, Error)> = Vec::new();
     for (m, range) in messages.iter().zip(&ranges) {
         let problem = match (range, &m.changes) {
-            (None, Err(e)) => Some(clone_error(e)),
-            (Some(r), _) => outcomes[r.clone()].iter().find_map(unfinished),
+            (None, Err(e)) => {
+                Some(Error::new(e.kind(), e.to_string()).with_retryable(e.is_retryable()))
+            }
+            (Some(r), _) => match ack(outcomes[r.clone()].iter().map(Option::as_ref)) {
+                Ack::Done => None,
+                Ack::Leave { why, .. } => Some(why),
+            },
             (None, Ok(_)) => None,
         };
         if let Some(e) = problem {
@@ -203,31 +210,6 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
         .with_retryable(retryable));
     }
     Ok(Output::Json(summary.to_json(messages.len(), changes.len())))
-}
-
-/// Why a change is not finished, or `None` when it is.
-fn unfinished(o: &Option<Outcome>) -> Option<Error> {
-    match o {
-        None => Some(
-            Error::new(
-                ErrorKind::Deadline,
-                "not attempted before the invocation deadline",
-            )
-            .with_retryable(true),
-        ),
-        Some(Outcome::Busy) => Some(Error::new(
-            ErrorKind::Conflict,
-            "another live batch is landing the object",
-        )),
-        Some(Outcome::Failed(e)) => Some(clone_error(e)),
-        Some(o) if o.is_done() => None,
-        Some(o) => Some(Error::unexpected(format!("unfinished outcome {o:?}"))),
-    }
-}
-
-/// floe's `Error` is not `Clone` (its source is boxed): keep kind, message and retryability.
-fn clone_error(e: &Error) -> Error {
-    Error::new(e.kind(), e.to_string()).with_retryable(e.is_retryable())
 }
 
 /// Totals over the batches of one invocation.
@@ -330,15 +312,5 @@ mod tests {
         assert_eq!(got[0].id.as_deref(), Some("M-1"));
         assert_eq!(changes[0].key, "in/a b+c.ndjson");
         assert_eq!(changes[0].message_id.as_deref(), Some("M-1"));
-    }
-
-    #[test]
-    fn unfinished_outcomes_say_whether_to_retry() {
-        assert!(unfinished(&Some(Outcome::Staged)).is_none());
-        assert!(unfinished(&Some(Outcome::DeadLettered("x".into()))).is_none());
-        assert!(unfinished(&Some(Outcome::Busy)).unwrap().is_retryable());
-        assert!(unfinished(&None).unwrap().is_retryable());
-        let bad = Outcome::Failed(Error::invalid_input("bad record").with_retryable(false));
-        assert!(!unfinished(&Some(bad)).unwrap().is_retryable());
     }
 }

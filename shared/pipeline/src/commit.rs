@@ -1,7 +1,7 @@
 //! Commit: staged batches → one snapshot per table, exactly once. See the crate doc for the
 //! protocol and its crash points.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use floe_checkpoint::{StoreExt, Version, now_ms};
@@ -11,11 +11,12 @@ use floe_iceberg::{
     parse_ident,
 };
 
-use crate::keys::{
-    BatchRecord, BatchState, CommitRecord, CommitState, DoneRecord, Lease, batch_key,
-    commit_prefix, done_key, lease_key,
-};
 use crate::pipeline::Pipeline;
+use crate::protocol::commit::{self, CommitPolicy, Mark, Plan};
+use crate::protocol::lease::{self, Held};
+use crate::protocol::records::{
+    BatchRecord, CommitRecord, CommitState, Lease, batch_key, commit_prefix, done_key, lease_key,
+};
 use crate::target::{iceberg_table, is_maxcompute};
 
 /// One target's commit.
@@ -56,24 +57,12 @@ impl Pipeline {
     /// Commit every target with staged batches that is due (`force`: all of them now).
     pub async fn commit(&self, force: bool) -> Result<CommitReport> {
         let mut report = CommitReport::default();
-        let mut targets: BTreeSet<String> = BTreeSet::new();
-        for (_, b, _) in self.checkpoint.scan_json::<BatchRecord>("batch/").await? {
-            if b.state == BatchState::Staged {
-                targets.extend(
-                    b.targets
-                        .keys()
-                        .filter(|t| !b.committed.contains_key(*t))
-                        .cloned(),
-                );
-            }
-        }
-        for e in self.checkpoint.scan("commit/").await? {
-            if let Some(rest) = e.key.strip_prefix("commit/")
-                && let Some((target, _)) = rest.rsplit_once('/')
-            {
-                targets.insert(target.to_owned());
-            }
-        }
+        let batches = self.checkpoint.scan_json::<BatchRecord>("batch/").await?;
+        let commits = self.checkpoint.scan("commit/").await?;
+        let targets = commit::targets_with_work(
+            batches.iter().map(|(_, b, _)| b),
+            commits.iter().map(|e| e.key.as_str()),
+        );
         for target in targets {
             self.commit_target(&target, force, &mut report).await?;
         }
@@ -90,7 +79,7 @@ impl Pipeline {
             report.busy.push(target.to_owned());
             return Ok(());
         };
-        self.faults.hit("commit.after-lease");
+        self.faults.hit("commit.after-lease").await;
         let result = self.commit_under_lease(target, force, report).await;
         // Release the lease whatever happened (it would expire anyway).
         let _ = self
@@ -101,33 +90,32 @@ impl Pipeline {
     }
 
     async fn take_lease(&self, target: &str) -> Result<Option<Version>> {
-        let lease = Lease {
-            owner: self.owner.clone(),
-            until_ms: now_ms() + self.config.commit.lease_ms as i64,
-        };
-        let ttl = Some(Duration::from_millis(self.config.commit.lease_ms));
+        let lease_ms = self.config.commit.lease_ms;
+        let ttl = Some(Duration::from_millis(lease_ms));
         for _ in 0..3 {
+            let mine = lease::lease(&self.owner, now_ms(), lease_ms);
             if let Some(v) = self
                 .checkpoint
-                .insert_json(&lease_key(target), &lease, ttl)
+                .insert_json(&lease_key(target), &mine, ttl)
                 .await?
             {
                 return Ok(Some(v));
             }
-            match self
+            let Some((held, v)) = self
                 .checkpoint
                 .get_json::<Lease>(&lease_key(target))
                 .await?
-            {
-                Some((held, v))
-                    if held.owner.is_dead_local_process() || held.owner == self.owner =>
-                {
+            else {
+                continue;
+            };
+            let dead = crate::host::is_dead_local_process(&held.owner);
+            match lease::judge(&held, &self.owner, dead) {
+                Held::Replace => {
                     self.checkpoint
                         .delete_if_version(&lease_key(target), &v)
                         .await?;
                 }
-                Some(_) => return Ok(None),
-                None => {}
+                Held::Busy => return Ok(None),
             }
         }
         Ok(None)
@@ -150,68 +138,32 @@ impl Pipeline {
         }
 
         // 2. Choose the batches.
-        let mut staged: Vec<BatchRecord> = self
-            .checkpoint
-            .scan_json::<BatchRecord>("batch/")
-            .await?
-            .into_iter()
-            .map(|(_, b, _)| b)
-            .filter(|b| {
-                b.state == BatchState::Staged
-                    && b.targets.contains_key(target)
-                    && !b.committed.contains_key(target)
-            })
-            .collect();
-        if staged.is_empty() {
-            return Ok(());
-        }
-        staged.sort_by(|a, b| a.id.cmp(&b.id));
-        let files: u64 = staged
-            .iter()
-            .map(|b| b.targets[target].files.len() as u64)
-            .sum();
-        let bytes: u64 = staged.iter().map(|b| b.targets[target].bytes).sum();
-        let oldest = staged
-            .iter()
-            .map(|b| b.heartbeat_ms)
-            .min()
-            .unwrap_or_else(now_ms);
-        let due = force
-            || now_ms() - oldest >= self.config.commit.interval_ms as i64
-            || files >= self.config.commit.max_files
-            || bytes >= self.config.commit.max_bytes;
-        if !due {
-            report.waiting.push(target.to_owned());
-            return Ok(());
-        }
-        let mut chosen = Vec::new();
-        let mut n = 0u64;
-        for b in staged {
-            n += b.targets[target].files.len() as u64;
-            chosen.push(b.id);
-            if n >= self.config.commit.max_files {
-                break;
+        let batches = self.checkpoint.scan_json::<BatchRecord>("batch/").await?;
+        let policy = CommitPolicy {
+            interval_ms: self.config.commit.interval_ms,
+            max_files: self.config.commit.max_files,
+            max_bytes: self.config.commit.max_bytes,
+        };
+        let staged = batches.iter().map(|(_, b, _)| b);
+        let chosen = match commit::plan(staged, target, now_ms(), &policy, force) {
+            Plan::Nothing => return Ok(()),
+            Plan::Wait => {
+                report.waiting.push(target.to_owned());
+                return Ok(());
             }
-        }
+            Plan::Commit(chosen) => chosen,
+        };
 
         // 3. Record the commit before touching the table.
         let commit_id = uuid::Uuid::now_v7().to_string();
-        let rec = CommitRecord {
-            id: commit_id.clone(),
-            target: target.to_owned(),
-            batches: chosen,
-            state: CommitState::Pending,
-            created_ms: now_ms(),
-            snapshot_id: None,
-            session: None,
-        };
+        let rec = commit::begin(&commit_id, target, chosen, now_ms());
         let key = format!("{}{commit_id}", commit_prefix(target));
         let version = self
             .checkpoint
             .insert_json(&key, &rec, None)
             .await?
             .ok_or_else(|| Error::unexpected(format!("commit id {commit_id} already exists")))?;
-        self.faults.hit("commit.after-record");
+        self.faults.hit("commit.after-record").await;
         let done = self.finish_commit(&key, rec, version, false).await?;
         report.commits.push(done);
         Ok(())
@@ -297,11 +249,10 @@ impl Pipeline {
                         | AppendOutcome::AlreadyCommitted { snapshot_id } => Some(snapshot_id),
                     }
                 };
-                self.faults.hit("commit.after-append");
+                self.faults.hit("commit.after-append").await;
                 snapshot
             };
-            rec.state = CommitState::Done;
-            rec.snapshot_id = snapshot;
+            rec = commit::landed(rec, snapshot);
             version = self
                 .checkpoint
                 .update_json(key, &rec, &version, None)
@@ -312,48 +263,42 @@ impl Pipeline {
                         format!("commit record {key} changed under its committer"),
                     )
                 })?;
-            self.faults.hit("commit.after-done");
+            self.faults.hit("commit.after-done").await;
         }
 
         if is_maxcompute(&target) {
             self.drop_staging_files(&target, &batches).await;
         }
         // Mark the batches; a batch every target has committed becomes a done record.
+        let ttl = Some(Duration::from_secs(
+            self.config.ingest.dedupe_ttl_hours * 3600,
+        ));
         for (mut b, mut v) in batches {
             loop {
-                b.committed.insert(target.clone(), rec.id.clone());
-                let all = b.targets.keys().all(|t| b.committed.contains_key(t));
-                if all {
-                    let done = DoneRecord {
-                        committed: b.committed.clone(),
-                        at_ms: now_ms(),
-                    };
-                    let ttl = Some(Duration::from_secs(
-                        self.config.ingest.dedupe_ttl_hours * 3600,
-                    ));
-                    let _ = self
-                        .checkpoint
-                        .insert_json(&done_key(&b.id), &done, ttl)
-                        .await?;
-                    if self
-                        .checkpoint
-                        .delete_if_version(&batch_key(&b.id), &v)
-                        .await?
-                    {
-                        break;
+                let id = b.id.clone();
+                let written = match commit::mark(b, &target, &rec.id, now_ms()) {
+                    Mark::Finish(done) => {
+                        let _ = self
+                            .checkpoint
+                            .insert_json(&done_key(&id), &done, ttl)
+                            .await?;
+                        self.checkpoint
+                            .delete_if_version(&batch_key(&id), &v)
+                            .await?
                     }
-                } else if self
-                    .checkpoint
-                    .update_json(&batch_key(&b.id), &b, &v, None)
-                    .await?
-                    .is_some()
-                {
+                    Mark::Update(marked) => self
+                        .checkpoint
+                        .update_json(&batch_key(&id), &marked, &v, None)
+                        .await?
+                        .is_some(),
+                };
+                if written {
                     break;
                 }
                 // Another target's committer changed the batch meanwhile: reload and retry.
                 match self
                     .checkpoint
-                    .get_json::<BatchRecord>(&batch_key(&b.id))
+                    .get_json::<BatchRecord>(&batch_key(&id))
                     .await?
                 {
                     Some((fresh, fv)) => {
@@ -363,7 +308,7 @@ impl Pipeline {
                     None => break,
                 }
             }
-            self.faults.hit("commit.after-batches");
+            self.faults.hit("commit.after-batches").await;
         }
         self.checkpoint.delete_if_version(key, &version).await?;
         tracing::info!(target = %target, commit_id = %rec.id, batches = rec.batches.len(), files, rows, bad_rows, snapshot_id = rec.snapshot_id, "commit finished");
@@ -381,20 +326,7 @@ impl Pipeline {
 
     /// Staged work waiting per target: (batches, files, rows).
     pub async fn staged_summary(&self) -> Result<BTreeMap<String, (usize, usize, u64)>> {
-        let mut out: BTreeMap<String, (usize, usize, u64)> = BTreeMap::new();
-        for (_, b, _) in self.checkpoint.scan_json::<BatchRecord>("batch/").await? {
-            if b.state != BatchState::Staged {
-                continue;
-            }
-            for (t, files) in &b.targets {
-                if !b.committed.contains_key(t) {
-                    let e = out.entry(t.clone()).or_default();
-                    e.0 += 1;
-                    e.1 += files.files.len();
-                    e.2 += files.rows;
-                }
-            }
-        }
-        Ok(out)
+        let batches = self.checkpoint.scan_json::<BatchRecord>("batch/").await?;
+        Ok(commit::waiting_summary(batches.iter().map(|(_, b, _)| b)))
     }
 }

@@ -1,12 +1,18 @@
-//! A test-only fault hook: crash the process at a named step of the protocol.
+//! A test-only fault hook: crash at a named step of the protocol.
 //!
 //! `FLOE_FAULT=ingest.after-stage` (a comma-separated list of points; `point@N` crashes at the
 //! N-th hit) makes [`Faults::hit`] exit the process with status 86 at that point, without
 //! cleanup, the way a killed function instance stops. Tests run `floe run` with a fault, then
 //! again without, and check that every row landed exactly once.
+//!
+//! In-process tests use [`Faults::halt_at`] instead: the hit never returns, so the caller drops
+//! the pipeline's future at that await point (nothing after it runs, as after a kill) and opens
+//! another pipeline on the same checkpoint table and catalog to recover.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
 
 /// Exit status of a process stopped by an injected fault.
 pub const FAULT_EXIT_CODE: i32 = 86;
@@ -36,6 +42,8 @@ pub const POINTS: &[&str] = &[
 #[derive(Debug, Default)]
 pub struct Faults {
     armed: Mutex<HashMap<String, u32>>,
+    /// Set: halt in place and signal it here, instead of exiting the process.
+    halt: Option<Arc<Notify>>,
 }
 
 impl Faults {
@@ -60,11 +68,28 @@ impl Faults {
             .collect();
         Faults {
             armed: Mutex::new(armed),
+            halt: None,
         }
     }
 
-    /// Stop the process here if this point is armed (and its count is reached).
-    pub fn hit(&self, point: &str) {
+    /// Faults from a spec that halt in place instead of exiting: see the module doc.
+    pub fn halt_at(spec: &str) -> Self {
+        Faults {
+            halt: Some(Arc::new(Notify::new())),
+            ..Self::parse(spec)
+        }
+    }
+
+    /// Resolves once a halting fault was hit (never for faults that exit, or none).
+    pub async fn halted(&self) {
+        match &self.halt {
+            Some(n) => n.notified().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stop here if this point is armed (and its count is reached).
+    pub async fn hit(&self, point: &str) {
         debug_assert!(POINTS.contains(&point), "unknown fault point {point}");
         let fire = {
             let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
@@ -77,9 +102,14 @@ impl Faults {
                 None => false,
             }
         };
-        if fire {
-            eprintln!("floe: injected fault at {point}: stopping");
-            std::process::exit(FAULT_EXIT_CODE);
+        if !fire {
+            return;
         }
+        if let Some(n) = &self.halt {
+            n.notify_one();
+            std::future::pending::<()>().await;
+        }
+        eprintln!("floe: injected fault at {point}: stopping");
+        std::process::exit(FAULT_EXIT_CODE);
     }
 }

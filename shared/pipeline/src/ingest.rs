@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use floe_checkpoint::{StoreExt, Version, Write, encode, now_ms};
 use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
@@ -15,52 +14,19 @@ use floe_schema::cdc::MetaRow;
 use floe_schema::decode::BadRecord;
 use iceberg::table::Table;
 
-use crate::claim::{Decision, decide};
 use crate::config::{Mode, OnError};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
-use crate::keys::{
-    BatchRecord, BatchState, DoneRecord, ObjRecord, ObjState, TargetFiles, batch_key, done_key,
-    obj_key,
-};
 use crate::objects::{
     ObjectFailure, content_of, infer_object_schema, metadata_rows, read_records, table_schema_for,
 };
 use crate::pipeline::{Pipeline, ProgressEvent};
+use crate::protocol::Outcome;
+use crate::protocol::batch::{self, Holder, Staging};
+use crate::protocol::claim::{Decision, decide, may_record_ignored, obj_record};
+use crate::protocol::records::{
+    BatchRecord, DoneRecord, ObjRecord, ObjState, TargetFiles, batch_key, done_key, obj_key,
+};
 use crate::target::iceberg_target;
-
-/// What became of one change of a batch.
-#[derive(Debug)]
-pub enum Outcome {
-    /// Its rows are staged: durable, the committers finish it.
-    Staged,
-    /// This version already landed (or failed for good, or was ignored) before.
-    Duplicate,
-    /// A newer version of the object is already recorded.
-    Stale,
-    /// Nothing to land: no route took it, or its route makes no rows of a removal.
-    Ignored(String),
-    /// The object could not be read and went to the dead-letter destination (or was skipped).
-    DeadLettered(String),
-    /// Another live batch is working on it: try again later.
-    Busy,
-    /// It failed; `is_retryable()` says whether a later try may succeed.
-    Failed(Error),
-}
-
-impl Outcome {
-    /// Whether the change is finished with: a queue message carrying only finished changes can
-    /// be deleted.
-    pub fn is_done(&self) -> bool {
-        matches!(
-            self,
-            Outcome::Staged
-                | Outcome::Duplicate
-                | Outcome::Stale
-                | Outcome::Ignored(_)
-                | Outcome::DeadLettered(_)
-        )
-    }
-}
 
 /// What a batch did.
 #[derive(Debug, Default)]
@@ -199,7 +165,8 @@ impl Pipeline {
         }
         dead.flush().await?;
         // One change per object lands; the others of this batch are duplicates or stale.
-        let superseded = crate::claim::superseded_in_batch(changes, routed.iter().map(|(i, _)| *i));
+        let superseded =
+            crate::protocol::claim::superseded_in_batch(changes, routed.iter().map(|(i, _)| *i));
         routed.retain(|(i, _)| match superseded.get(i) {
             Some(Decision::Duplicate) => {
                 outcomes[*i] = Some(Outcome::Duplicate);
@@ -221,22 +188,13 @@ impl Pipeline {
         }
 
         // Open the batch record before claiming anything: takers of our claims judge us by it.
-        let mut record = BatchRecord {
-            id: batch.clone(),
-            state: BatchState::Running,
-            owner: self.owner.clone(),
-            started_ms: now_ms(),
-            heartbeat_ms: now_ms(),
-            objects: 0,
-            targets: BTreeMap::new(),
-            committed: BTreeMap::new(),
-        };
+        let mut record = batch::open(&batch, &self.owner, now_ms());
         let mut record_version = self
             .checkpoint
             .insert_json(&batch_key(&batch), &record, None)
             .await?
             .ok_or_else(|| Error::unexpected(format!("batch id {batch} already exists")))?;
-        self.faults.hit("ingest.after-batch-open");
+        self.faults.hit("ingest.after-batch-open").await;
 
         // Claim: one read and one transaction for everything uncontended; an object claimed by
         // another batch, or a lost race, takes the one-object path.
@@ -270,12 +228,10 @@ impl Pipeline {
         let mut values = Vec::with_capacity(fast.len());
         for (j, _) in &fast {
             let change = &changes[routed[*j].0];
-            values.push(encode(&self.obj_record(
-                change,
-                ObjState::Claimed {
-                    batch: batch.clone(),
-                },
-            ))?);
+            let state = ObjState::Claimed {
+                batch: batch.clone(),
+            };
+            values.push(encode(&obj_record(change, state, now_ms()))?);
         }
         let writes: Vec<Write<'_>> = fast
             .iter()
@@ -332,7 +288,7 @@ impl Pipeline {
         }
         // Objects are read in the order given (the first one of a new table shapes its schema).
         claimed.sort_by_key(|c| c.idx);
-        self.faults.hit("ingest.after-claim");
+        self.faults.hit("ingest.after-claim").await;
 
         // Read and write; an object given back restarts the batch's writing without it.
         let slots = loop {
@@ -399,10 +355,10 @@ impl Pipeline {
                 );
             }
         }
-        self.faults.hit("ingest.after-write");
+        self.faults.hit("ingest.after-write").await;
         dead.flush().await?;
         report.dead_letters += dead.count();
-        self.faults.hit("ingest.after-dead-letter");
+        self.faults.hit("ingest.after-dead-letter").await;
 
         // Stage: one compare-and-set makes the whole batch durable, unless another instance
         // declared it abandoned first.
@@ -414,20 +370,21 @@ impl Pipeline {
             report.outcomes = finish(outcomes);
             return Ok(report);
         }
-        record.state = BatchState::Staged;
-        record.objects = claimed.len() as u64;
-        record.targets = targets;
-        record.heartbeat_ms = now_ms();
-        if record.targets.values().all(|t| t.files.is_empty()) {
+        let objects = claimed.len() as u64;
+        let staged = match batch::stage(record, objects, targets, now_ms()) {
             // Nothing to commit anywhere: finished right away.
-            self.finish_empty_batch(&batch, &record, &record_version)
-                .await?;
-        } else if self
-            .checkpoint
-            .update_json(&batch_key(&batch), &record, &record_version, None)
-            .await?
-            .is_none()
-        {
+            Staging::Finished(done) => {
+                self.finish_empty_batch(&batch, &done, &record_version)
+                    .await?;
+                true
+            }
+            Staging::Stage(record) => self
+                .checkpoint
+                .update_json(&batch_key(&batch), &record, &record_version, None)
+                .await?
+                .is_some(),
+        };
+        if !staged {
             tracing::warn!(batch = %batch, "batch was declared abandoned before it could stage; its objects go to other batches");
             for c in &claimed {
                 outcomes[c.idx] = Some(Outcome::Busy);
@@ -436,19 +393,17 @@ impl Pipeline {
             report.files = 0;
             return Ok(report);
         }
-        self.faults.hit("ingest.after-stage");
+        self.faults.hit("ingest.after-stage").await;
         tracing::info!(batch = %batch, objects = claimed.len(), rows = report.rows, files = report.files, "batch staged");
 
         // Mark the objects staged, in one transaction (best effort: a claim by a staged batch
         // already counts as staged).
         let mut values = Vec::with_capacity(claimed.len());
         for c in &claimed {
-            let rec = self.obj_record(
-                &changes[c.idx],
-                ObjState::Staged {
-                    batch: batch.clone(),
-                },
-            );
+            let state = ObjState::Staged {
+                batch: batch.clone(),
+            };
+            let rec = obj_record(&changes[c.idx], state, now_ms());
             values.push(encode(&rec)?);
             if outcomes[c.idx].is_none() {
                 outcomes[c.idx] = Some(Outcome::Staged);
@@ -467,36 +422,19 @@ impl Pipeline {
         if let Err(e) = self.checkpoint.write_many(&marks).await {
             tracing::warn!(batch = %batch, error = %e, "failed to mark objects staged; their claims still count");
         }
-        self.faults.hit("ingest.after-mark");
+        self.faults.hit("ingest.after-mark").await;
         report.outcomes = finish(outcomes);
         Ok(report)
-    }
-
-    fn obj_record(&self, c: &ObjectChange, state: ObjState) -> ObjRecord {
-        ObjRecord {
-            bucket: c.bucket.clone(),
-            key: c.key.clone(),
-            operation: c.operation,
-            etag: c.etag.clone(),
-            version_id: c.version_id.clone(),
-            sequencer: c.sequencer.clone(),
-            event_time_ms: c.event_time.map(|t| t.timestamp_millis()),
-            size: c.size,
-            state,
-            at_ms: now_ms(),
-        }
     }
 
     /// Remember an object floe deliberately does not land (so a folder rescan does not offer it
     /// again, and a redelivery is recognised).
     async fn record_ignored(&self, c: &ObjectChange, reason: &str) -> Result<()> {
         let key = obj_key(&c.bucket, &c.key);
-        let rec = self.obj_record(
-            c,
-            ObjState::Ignored {
-                reason: reason.into(),
-            },
-        );
+        let state = ObjState::Ignored {
+            reason: reason.into(),
+        };
+        let rec = obj_record(c, state, now_ms());
         for _ in 0..5 {
             match self.checkpoint.get_json::<ObjRecord>(&key).await? {
                 None => {
@@ -510,9 +448,7 @@ impl Pipeline {
                     }
                 }
                 Some((old, v)) => {
-                    if matches!(old.state, ObjState::Claimed { .. })
-                        || crate::claim::is_older(&old, c)
-                    {
+                    if !may_record_ignored(&old, c) {
                         return Ok(());
                     }
                     if self
@@ -537,12 +473,10 @@ impl Pipeline {
         batch: &str,
     ) -> Result<std::result::Result<(String, Version, Option<(ObjRecord, Version)>), Outcome>> {
         let key = obj_key(&c.bucket, &c.key);
-        let mine = self.obj_record(
-            c,
-            ObjState::Claimed {
-                batch: batch.to_owned(),
-            },
-        );
+        let state = ObjState::Claimed {
+            batch: batch.to_owned(),
+        };
+        let mine = obj_record(c, state, now_ms());
         for _ in 0..10 {
             let existing = self.checkpoint.get_json::<ObjRecord>(&key).await?;
             let decision = decide(existing.as_ref().map(|(r, _)| r), c, batch);
@@ -595,47 +529,40 @@ impl Pipeline {
 
     /// Decide about a batch that holds a claim we want.
     async fn judge_batch(&self, other: &str) -> Result<Judged> {
+        let timeout = self.config.ingest.claim_timeout_ms;
         for _ in 0..5 {
-            match self
+            let found = self
                 .checkpoint
                 .get_json::<BatchRecord>(&batch_key(other))
-                .await?
-            {
-                None => {
-                    return Ok(if self.checkpoint.get(&done_key(other)).await?.is_some() {
-                        Judged::Staged
-                    } else {
-                        Judged::Gone
-                    });
-                }
-                Some((rec, v)) => match rec.state {
-                    BatchState::Staged => return Ok(Judged::Staged),
-                    BatchState::Abandoned => return Ok(Judged::Gone),
-                    BatchState::Running => {
-                        let stale = now_ms() - rec.heartbeat_ms
-                            > self.config.ingest.claim_timeout_ms as i64;
-                        if !stale && !rec.owner.is_dead_local_process() {
-                            return Ok(Judged::Live);
-                        }
-                        let mut dead = rec.clone();
-                        dead.state = BatchState::Abandoned;
-                        let ttl = Some(Duration::from_millis(
-                            self.config.ingest.claim_timeout_ms * 4,
-                        ));
-                        if self
-                            .checkpoint
-                            .update_json(&batch_key(other), &dead, &v, ttl)
-                            .await?
-                            .is_some()
-                        {
-                            tracing::warn!(
-                                batch = other,
-                                "took over the objects of a batch that stopped"
-                            );
-                            return Ok(Judged::Gone);
-                        }
+                .await?;
+            let done = match &found {
+                None => self.checkpoint.get(&done_key(other)).await?.is_some(),
+                Some(_) => false,
+            };
+            let rec = found.as_ref().map(|(r, _)| r);
+            let dead = rec.is_some_and(|r| crate::host::is_dead_local_process(&r.owner));
+            match batch::judge(rec, done, now_ms(), timeout, dead) {
+                Holder::Live => return Ok(Judged::Live),
+                Holder::Staged => return Ok(Judged::Staged),
+                Holder::Gone => return Ok(Judged::Gone),
+                Holder::Abandon(abandoned) => {
+                    let Some((_, v)) = &found else {
+                        continue;
+                    };
+                    let ttl = Some(batch::abandoned_ttl(timeout));
+                    if self
+                        .checkpoint
+                        .update_json(&batch_key(other), &abandoned, v, ttl)
+                        .await?
+                        .is_some()
+                    {
+                        tracing::warn!(
+                            batch = other,
+                            "took over the objects of a batch that stopped"
+                        );
+                        return Ok(Judged::Gone);
                     }
-                },
+                }
             }
         }
         Ok(Judged::Live)
@@ -661,19 +588,11 @@ impl Pipeline {
     async fn finish_empty_batch(
         &self,
         batch: &str,
-        record: &BatchRecord,
+        done: &DoneRecord,
         version: &Version,
     ) -> Result<()> {
-        let done = DoneRecord {
-            committed: record
-                .targets
-                .keys()
-                .map(|t| (t.clone(), String::new()))
-                .collect(),
-            at_ms: now_ms(),
-        };
         self.checkpoint
-            .insert_json(&done_key(batch), &done, self.dedupe_ttl)
+            .insert_json(&done_key(batch), done, self.dedupe_ttl)
             .await?;
         self.checkpoint
             .delete_if_version(&batch_key(batch), version)
@@ -683,8 +602,7 @@ impl Pipeline {
 
     /// Refresh the batch's heartbeat if due; `false` when the batch was abandoned meanwhile.
     async fn heartbeat(&self, record: &mut BatchRecord, version: &mut Version) -> Result<bool> {
-        let due = now_ms() - record.heartbeat_ms > (self.config.ingest.claim_timeout_ms / 4) as i64;
-        if !due {
+        if !batch::heartbeat_due(record, now_ms(), self.config.ingest.claim_timeout_ms) {
             return Ok(true);
         }
         record.heartbeat_ms = now_ms();
@@ -1083,7 +1001,7 @@ fn add_files(
     target: String,
     table: &str,
     files: &[StagedFile],
-    maxcompute: Option<crate::maxcompute::StagedMaxCompute>,
+    maxcompute: Option<crate::protocol::records::StagedMaxCompute>,
 ) {
     let t = targets.entry(target).or_insert_with(|| TargetFiles {
         table: table.to_owned(),

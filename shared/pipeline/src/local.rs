@@ -13,8 +13,8 @@ use floe_checkpoint::StoreExt;
 use floe_core::{ObjectChange, Operation, Provider, Result};
 
 use crate::config::SourceConfig;
-use crate::keys::{ObjRecord, ObjState, obj_prefix};
 use crate::pipeline::Pipeline;
+use crate::protocol::records::{ObjRecord, ObjState, obj_prefix};
 
 /// What a scan found.
 #[derive(Debug, Default)]

@@ -52,8 +52,8 @@ use floe_iceberg::{StagedFile, from_iceberg, load_table, parse_ident};
 use floe_maxcompute::upload::MAX_BLOCK_ID;
 use floe_maxcompute::{
     BatchConverter, InsertStrategy, MaxComputeSink, MaxComputeSinkConfig, PartitionSpec, Resumed,
-    RowKind, SaveModeTarget, SessionRecord, TableId, TableMeta, UploadOptions, UploadSession,
-    UpsertOptions, UpsertSession, UpstreamTable, apply_data_save_mode, apply_schema_save_mode,
+    RowKind, SaveModeTarget, SessionRecord, TableMeta, UploadOptions, UploadSession, UpsertOptions,
+    UpsertSession, UpstreamTable, apply_data_save_mode, apply_schema_save_mode,
     data_save_mode_statement,
 };
 use floe_schema::TableSchema;
@@ -63,61 +63,20 @@ use iceberg::table::Table;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
-use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 
 use crate::config::{Mode, OnError, RouteConfig, RowKinds};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
-use crate::keys::{BatchRecord, CommitRecord, TargetFiles};
 use crate::pipeline::Pipeline;
+use crate::protocol::records::{
+    BatchRecord, CommitRecord, SetupRecord, StagedMaxCompute, TargetFiles, setup_key,
+};
 use crate::target::{is_maxcompute, maxcompute_target};
 
 /// Rows per Arrow batch read back from a staged file.
 const READ_BATCH_ROWS: usize = 8192;
 /// A dead letter's `raw` is cut at this many characters.
 const RAW_MAX_CHARS: usize = 4096;
-
-/// `setup/<target>`: the save modes of a MaxCompute target ran.
-pub fn setup_key(target: &str) -> String {
-    format!("setup/{target}")
-}
-
-/// What a batch record keeps for a MaxCompute target besides its files.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StagedMaxCompute {
-    /// The table.
-    pub table: TableId,
-    /// The partition written (`partition_spec`), if any.
-    pub partition: Option<String>,
-    /// The route (dead letters name it).
-    pub route: String,
-    /// The route's `on-error` for rows MaxCompute cannot take: `fail`, `skip` or `dead-letter`.
-    pub on_error: String,
-    /// How a row's operation is known.
-    pub row_kinds: RowKinds,
-    /// The route's schema (Iceberg schema JSON with its identifier fields): what the create
-    /// template is filled from.
-    pub upstream_schema: String,
-}
-
-/// `setup/<target>`: the save modes of a target, run once before its first session.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SetupRecord {
-    /// When they finished (or started), ms since the epoch.
-    pub at_ms: i64,
-    /// `schema_save_mode` and what it did.
-    pub schema: String,
-    /// `data_save_mode`.
-    pub data: String,
-    /// The SQL instance running the data save mode's statement, recorded once submitted.
-    #[serde(default)]
-    pub data_instance: Option<String>,
-    /// That statement.
-    #[serde(default)]
-    pub data_sql: Option<String>,
-    /// Whether every save mode finished.
-    pub done: bool,
-}
 
 /// The `[maxcompute]` options, and the connection made on first use (a commit with MaxCompute
 /// work; ingest never needs it).
@@ -365,7 +324,7 @@ impl Pipeline {
                     Session::Upsert(u) => SessionRecord::for_upsert(u),
                 });
                 *version = self.save_commit_record(key, rec, version).await?;
-                self.faults.hit("commit.mc.after-session");
+                self.faults.hit("commit.mc.after-session").await;
                 s
             }
         };
@@ -382,7 +341,7 @@ impl Pipeline {
                     r.commit_requested = true;
                 }
                 *version = self.save_commit_record(key, rec, version).await?;
-                self.faults.hit("commit.mc.after-blocks");
+                self.faults.hit("commit.mc.after-blocks").await;
                 s.commit(&blocks).await?;
                 bad
             }
@@ -401,14 +360,14 @@ impl Pipeline {
                         r.commit_requested = true;
                     }
                     *version = self.save_commit_record(key, rec, version).await?;
-                    self.faults.hit("commit.mc.after-blocks");
+                    self.faults.hit("commit.mc.after-blocks").await;
                     bad
                 };
                 s.commit().await?;
                 bad
             }
         };
-        self.faults.hit("commit.mc.after-commit");
+        self.faults.hit("commit.mc.after-commit").await;
         tracing::info!(target = %target, commit_id = %rec.id, files = parts.len(), bad_rows = bad, "maxcompute session committed");
         Ok(bad)
     }
@@ -508,7 +467,7 @@ impl Pipeline {
                 }
             }
         }
-        self.faults.hit("commit.mc.after-save-modes");
+        self.faults.hit("commit.mc.after-save-modes").await;
         if let (Some(id), Some(sql)) = (&record.data_instance, &record.data_sql)
             && let Err(e) = client.wait_sql(id, sql).await
         {

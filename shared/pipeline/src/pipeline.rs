@@ -11,7 +11,7 @@ use iceberg::Catalog;
 
 use crate::config::{CheckpointConfig, DeadLetterConfig, FloeConfig, SourceConfig};
 use crate::fault::Faults;
-use crate::keys::{Owner, hostname};
+use crate::protocol::records::Owner;
 use crate::route::Router;
 use crate::sources::CloudSource;
 use crate::sources::stores::{BucketStores, open_object_store_checkpoint, open_s3};
@@ -147,11 +147,7 @@ impl Pipeline {
             catalog,
             router,
             faults: Faults::from_env(),
-            owner: Owner {
-                host: hostname(),
-                pid: std::process::id(),
-                run: uuid::Uuid::now_v7().to_string(),
-            },
+            owner: crate::host::this_process(),
             dedupe_ttl,
             progress: None,
             maxcompute,

@@ -27,9 +27,10 @@ use floe_checkpoint::StoreExt;
 use floe_core::{Error, ObjectChange, Operation, Provider, Result};
 
 use crate::config::SourceConfig;
-use crate::ingest::{BatchReport, BatchTotals, Outcome};
-use crate::keys::{ObjRecord, ObjState, obj_key};
+use crate::ingest::{BatchReport, BatchTotals};
 use crate::pipeline::Pipeline;
+use crate::protocol::Outcome;
+use crate::protocol::records::{ObjRecord, ObjState, obj_key};
 use crate::sources::normalized;
 
 /// One object of a replay and what became of it.

@@ -6,8 +6,9 @@ use floe_core::Result;
 
 use crate::commit::CommitReport;
 use crate::config::SourceConfig;
-use crate::ingest::{BatchReport, Outcome};
+use crate::ingest::BatchReport;
 use crate::pipeline::Pipeline;
+use crate::protocol::Outcome;
 use crate::sources::{BackfillReport, PollReport};
 
 /// Totals of a pass.

@@ -34,8 +34,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{CloudSource, normalized};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
-use crate::ingest::{BatchReport, Outcome};
+use crate::ingest::BatchReport;
 use crate::pipeline::Pipeline;
+use crate::protocol::Outcome;
 
 /// Tries of a page's objects that are not done before the backfill stops at that page.
 const PAGE_TRIES: u32 = 3;
@@ -287,7 +288,7 @@ impl Pipeline {
                     stopped = Some(BackfillStop::Failures);
                     break;
                 }
-                self.faults.hit("backfill.after-ingest");
+                self.faults.hit("backfill.after-ingest").await;
                 report.pages += 1;
                 report.listed += changes.len() as u64;
 
@@ -326,7 +327,7 @@ impl Pipeline {
                         }
                     }
                 }
-                self.faults.hit("backfill.after-page");
+                self.faults.hit("backfill.after-page").await;
                 let progress = PrefixProgress {
                     prefix: prefix.clone(),
                     listed: state.listed,

@@ -51,9 +51,9 @@ use floe_signing::{CredentialSource, Credentials};
 pub use backfill::{BackfillReport, PrefixProgress};
 pub use queue::PollReport;
 
-use crate::claim::normalize_etag;
 use crate::config::{CloudSourceConfig, QueueConfig};
 use crate::pipeline::Pipeline;
+use crate::protocol::claim::normalize_etag;
 
 /// A cloud source, opened: its cursor, its queue (if any) and the rate limiter its queue and
 /// listing share.

@@ -31,8 +31,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{CloudSource, normalized};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
-use crate::ingest::{BatchReport, Outcome};
+use crate::ingest::BatchReport;
 use crate::pipeline::Pipeline;
+use crate::protocol::Outcome;
+use crate::protocol::ack::{Ack, ack};
 
 /// How much of a message body a dead letter keeps.
 const MAX_RAW_BYTES: usize = 64 << 10;
@@ -118,15 +120,6 @@ fn parse_message(msg: &QueueMessage) -> Result<(Vec<ObjectChange>, usize)> {
         }
     }
     Ok((changes, ignored))
-}
-
-/// Why a change is not done, for the failure record and the report.
-fn not_done(o: &Outcome) -> Option<String> {
-    match o {
-        Outcome::Failed(e) => Some(e.to_string()),
-        Outcome::Busy => Some("another live batch is landing one of its objects".into()),
-        _ => None,
-    }
 }
 
 impl Pipeline {
@@ -271,30 +264,25 @@ impl Pipeline {
         let mut done_enqueue_ms: Option<i64> = None;
         let mut processed = 0;
         for (w, latest) in work.into_iter().zip(latest) {
-            let why: Vec<String> = outcomes[w.changes.clone()]
-                .iter()
-                .filter_map(|o| not_done(o))
-                .collect();
-            if why.is_empty() {
-                done_enqueue_ms = done_enqueue_ms.max(Some(w.msg.enqueue_time_ms));
-                match latest {
-                    Ok(m) => {
-                        finished.push(m);
-                        processed += 1;
+            let (error, failed) = match ack(outcomes[w.changes.clone()].iter().map(|o| Some(*o))) {
+                Ack::Done => {
+                    done_enqueue_ms = done_enqueue_ms.max(Some(w.msg.enqueue_time_ms));
+                    match latest {
+                        Ok(m) => {
+                            finished.push(m);
+                            processed += 1;
+                        }
+                        Err(e) => {
+                            // The receipt went stale: the message was or will be delivered
+                            // again, and its redelivery finds everything landed.
+                            tracing::warn!(message_id = %w.msg.id, error = %e, "message landed but its receipt went stale");
+                            report.delete_failures += 1;
+                        }
                     }
-                    Err(e) => {
-                        // The receipt went stale: the message was or will be delivered again,
-                        // and its redelivery finds everything landed.
-                        tracing::warn!(message_id = %w.msg.id, error = %e, "message landed but its receipt went stale");
-                        report.delete_failures += 1;
-                    }
+                    continue;
                 }
-                continue;
-            }
-            let failed = outcomes[w.changes.clone()]
-                .iter()
-                .any(|o| matches!(o, Outcome::Failed(_)));
-            let error = why.join("; ");
+                Ack::Leave { why, failed } => (why.to_string(), failed),
+            };
             if failed {
                 let record = MessageFailure {
                     error: error.clone(),

@@ -7,7 +7,7 @@
 //! | `done/<batch>` | [`DoneRecord`]: a batch whose every target committed it | dedupe TTL |
 //! | `commit/<target>/<commit>` | [`CommitRecord`]: a commit in flight | until its batches are marked |
 //! | `lease/<target>` | [`Lease`]: the one committer of a target | its TTL |
-//! | `setup/<target>` | [`crate::maxcompute::SetupRecord`]: a MaxCompute table's save modes ran | none |
+//! | `setup/<target>` | [`SetupRecord`]: a MaxCompute table's save modes ran | none |
 //! | `cursor/<source>` | the startup decision (`floe_queue::startup`) | none |
 //! | `cursor/<source>/backfill/<prefix>` | [`crate::sources::backfill::PrefixState`]: the listing's next page | none |
 //! | `cursor/<source>/failed/<message>` | [`crate::sources::queue::MessageFailure`]: a message's last error | dedupe TTL |
@@ -16,8 +16,11 @@ use std::collections::BTreeMap;
 
 use floe_core::Operation;
 use floe_iceberg::StagedFile;
+use floe_maxcompute::TableId;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::config::RowKinds;
 
 fn short_hash(parts: &[&str], len: usize) -> String {
     let mut h = Sha256::new();
@@ -121,34 +124,6 @@ pub struct Owner {
     pub run: String,
 }
 
-impl Owner {
-    /// Whether this owner is a process on this host that no longer exists (it crashed).
-    pub fn is_dead_local_process(&self) -> bool {
-        self.host == hostname() && self.pid != std::process::id() && !process_alive(self.pid)
-    }
-}
-
-/// This machine's name.
-pub fn hostname() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|s| s.trim().to_owned())
-        })
-        .unwrap_or_else(|| "localhost".into())
-}
-
-fn process_alive(pid: u32) -> bool {
-    let proc = std::path::Path::new("/proc");
-    if !proc.exists() {
-        return true; // cannot tell: rely on timeouts
-    }
-    proc.join(pid.to_string()).exists()
-}
-
 /// A batch's lifecycle state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -174,7 +149,7 @@ pub struct TargetFiles {
     pub bytes: u64,
     /// For a MaxCompute target: the table and what its committer needs to know of the route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maxcompute: Option<crate::maxcompute::StagedMaxCompute>,
+    pub maxcompute: Option<StagedMaxCompute>,
 }
 
 /// A live ingest batch.
@@ -245,4 +220,46 @@ pub struct Lease {
     pub owner: Owner,
     /// Until when, ms since the epoch (also the entry's TTL).
     pub until_ms: i64,
+}
+
+/// `setup/<target>`: the save modes of a MaxCompute target ran.
+pub fn setup_key(target: &str) -> String {
+    format!("setup/{target}")
+}
+
+/// What a batch record keeps for a MaxCompute target besides its files.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedMaxCompute {
+    /// The table.
+    pub table: TableId,
+    /// The partition written (`partition_spec`), if any.
+    pub partition: Option<String>,
+    /// The route (dead letters name it).
+    pub route: String,
+    /// The route's `on-error` for rows MaxCompute cannot take: `fail`, `skip` or `dead-letter`.
+    pub on_error: String,
+    /// How a row's operation is known.
+    pub row_kinds: RowKinds,
+    /// The route's schema (Iceberg schema JSON with its identifier fields): what the create
+    /// template is filled from.
+    pub upstream_schema: String,
+}
+
+/// `setup/<target>`: the save modes of a target, run once before its first session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetupRecord {
+    /// When they finished (or started), ms since the epoch.
+    pub at_ms: i64,
+    /// `schema_save_mode` and what it did.
+    pub schema: String,
+    /// `data_save_mode`.
+    pub data: String,
+    /// The SQL instance running the data save mode's statement, recorded once submitted.
+    #[serde(default)]
+    pub data_instance: Option<String>,
+    /// That statement.
+    #[serde(default)]
+    pub data_sql: Option<String>,
+    /// Whether every save mode finished.
+    pub done: bool,
 }

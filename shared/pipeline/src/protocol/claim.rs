@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use floe_core::{ObjectChange, Operation, compare_sequencers_opt};
 
-use crate::keys::{ObjRecord, ObjState};
+use super::records::{ObjRecord, ObjState};
 
 /// What the recorded state says about a change.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,6 +108,28 @@ pub fn superseded_in_batch(
         );
     }
     out
+}
+
+/// The record of `change` in `state`.
+pub fn obj_record(change: &ObjectChange, state: ObjState, now_ms: i64) -> ObjRecord {
+    ObjRecord {
+        bucket: change.bucket.clone(),
+        key: change.key.clone(),
+        operation: change.operation,
+        etag: change.etag.clone(),
+        version_id: change.version_id.clone(),
+        sequencer: change.sequencer.clone(),
+        event_time_ms: change.event_time.map(|t| t.timestamp_millis()),
+        size: change.size,
+        state,
+        at_ms: now_ms,
+    }
+}
+
+/// Whether a change floe deliberately does not land may be recorded as ignored over
+/// `existing`: not over a claim (its batch decides), nor over a newer version.
+pub fn may_record_ignored(existing: &ObjRecord, change: &ObjectChange) -> bool {
+    !matches!(existing.state, ObjState::Claimed { .. }) && !is_older(existing, change)
 }
 
 /// Decide for `change` given the record (if any) and this batch's id.
