@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod event;
+pub mod http;
 pub mod retry;
 pub mod secret;
 
