@@ -58,11 +58,17 @@ impl ErrorKind {
         }
     }
 
-    /// Whether an error of this kind is retryable unless said otherwise.
-    fn retryable_by_default(self) -> bool {
+    /// Whether an error of this kind is retryable unless said otherwise: a lost compare-and-set,
+    /// throttling, a network failure, an unknown outcome (after checking it), and a deadline (the
+    /// next invocation has a fresh one).
+    pub fn retryable_by_default(self) -> bool {
         matches!(
             self,
-            ErrorKind::Conflict | ErrorKind::Throttled | ErrorKind::Io | ErrorKind::StateUnknown
+            ErrorKind::Conflict
+                | ErrorKind::Throttled
+                | ErrorKind::Io
+                | ErrorKind::StateUnknown
+                | ErrorKind::Deadline
         )
     }
 }
@@ -230,6 +236,7 @@ mod tests {
             (ErrorKind::Throttled, true),
             (ErrorKind::Io, true),
             (ErrorKind::StateUnknown, true),
+            (ErrorKind::Deadline, true),
             (ErrorKind::Config, false),
             (ErrorKind::InvalidInput, false),
             (ErrorKind::Auth, false),

@@ -3,7 +3,8 @@
 //! / `AWS_SESSION_TOKEN`, what Lambda sets), profile files, web identity, container credentials
 //! (`AWS_CONTAINER_CREDENTIALS_FULL_URI` or `_RELATIVE_URI` with
 //! `AWS_CONTAINER_AUTHORIZATION_TOKEN`, as ECS and EKS set them) and EC2 instance metadata, in
-//! that order: the chain the aws-sdk clients (S3, SQS) use.
+//! that order: the chain the aws-sdk clients (S3, SQS) use, loaded by the same
+//! [`floe_signing::aws::AwsConfigBuilder`].
 //!
 //! One chain per process, built on first use, shared by every signer; its keys are cached by
 //! [`CredentialSource`] and fetched again shortly before they expire, so a `floe run --watch`
@@ -11,10 +12,9 @@
 
 use std::sync::OnceLock;
 
-use aws_config::BehaviorVersion;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider, future};
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use floe_signing::CredentialSource;
+use floe_signing::aws::AwsConfigBuilder;
 use tokio::sync::OnceCell;
 
 /// The process's AWS default chain (see the module doc).
@@ -41,14 +41,7 @@ impl ProvideCredentials for LazyChain {
             let chain = self
                 .chain
                 .get_or_init(|| async {
-                    let http = aws_smithy_http_client::Builder::new()
-                        .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-                        .build_https();
-                    aws_config::defaults(BehaviorVersion::latest())
-                        .http_client(http)
-                        .load()
-                        .await
-                        .credentials_provider()
+                    AwsConfigBuilder::new().load().await.credentials_provider()
                 })
                 .await;
             match chain {

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use floe_core::retry::{Jitter, Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
 use iceberg::Catalog;
 use iceberg::TableIdent;
@@ -99,9 +100,19 @@ pub async fn append_with_hook(
     req: &AppendRequest,
     after_attempt: AfterAttempt<'_>,
 ) -> Result<AppendOutcome> {
-    let mut attempt = 0u32;
+    let mut retry = Retry::new(COMMIT_RETRY)
+        .with_deadline(req.deadline)
+        .retry_if(|err| {
+            err.is_retryable()
+                || matches!(
+                    err.kind(),
+                    ErrorKind::Conflict
+                        | ErrorKind::StateUnknown
+                        | ErrorKind::Io
+                        | ErrorKind::Unexpected
+                )
+        });
     loop {
-        attempt += 1;
         let table = load_table(catalog, &req.table).await?.ok_or_else(|| {
             Error::new(
                 ErrorKind::NotFound,
@@ -137,29 +148,21 @@ pub async fn append_with_hook(
             }
             Err(e) => from_iceberg(e),
         };
-        let retry = err.is_retryable()
-            || matches!(
-                err.kind(),
-                ErrorKind::Conflict
-                    | ErrorKind::StateUnknown
-                    | ErrorKind::Io
-                    | ErrorKind::Unexpected
-            );
-        let delay = backoff(attempt);
-        if !retry || Instant::now() + delay >= req.deadline {
-            return Err(err.while_doing(format!(
+        let message = err.to_string();
+        let delay = retry.next_delay(err).map_err(|err| {
+            err.while_doing(format!(
                 "failed to commit {} to {}",
                 req.commit_id, req.table
-            )));
-        }
-        tracing::warn!(table = %req.table, commit_id = %req.commit_id, attempt, error = %err, "commit conflict or unknown outcome; checking history before retrying");
-        tokio::time::sleep(delay).await;
+            ))
+        })?;
+        let attempt = retry.attempts();
+        tracing::warn!(table = %req.table, commit_id = %req.commit_id, attempt, error = %message, "commit conflict or unknown outcome; checking history before retrying");
+        retry.sleep(delay).await;
     }
 }
 
-/// Exponential backoff with full jitter: 100 ms doubling to 10 s.
-fn backoff(attempt: u32) -> Duration {
-    let cap = 100u64.saturating_mul(1 << attempt.min(7)).min(10_000);
-    let jitter = uuid::Uuid::new_v4().as_u64_pair().0 % cap.max(1);
-    Duration::from_millis(cap / 2 + jitter / 2)
-}
+/// Commit retries: 200 ms doubling to 10 s, each wait jittered within its upper half
+/// (100–200 ms, then 200–400 ms, …), until the request's deadline.
+const COMMIT_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(10))
+        .with_jitter(Jitter::Equal);

@@ -1,7 +1,9 @@
 //! Finding or creating the tables floe writes to.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
+use floe_core::retry::{Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
 use floe_schema::TableSchema;
 use floe_schema::partition::PartitionField;
@@ -136,7 +138,9 @@ pub async fn add_missing_columns(
     fields: &[floe_schema::Field],
 ) -> Result<Table> {
     use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
-    for attempt in 0..10u32 {
+    let conflict_or_retryable = |e: &Error| e.is_retryable() || e.kind() == ErrorKind::Conflict;
+    let mut retry = Retry::new(SCHEMA_RETRY).retry_if(conflict_or_retryable);
+    loop {
         let table = load_table(catalog, ident).await?.ok_or_else(|| {
             Error::new(ErrorKind::NotFound, format!("table {ident} does not exist"))
         })?;
@@ -166,18 +170,21 @@ pub async fn add_missing_columns(
             }
             Err(e) => {
                 let e = from_iceberg(e);
-                if !e.is_retryable() && e.kind() != ErrorKind::Conflict {
+                if !conflict_or_retryable(&e) {
                     return Err(e.while_doing(format!("failed to add columns to {ident}")));
                 }
-                tokio::time::sleep(std::time::Duration::from_millis(
-                    50 * u64::from(attempt + 1),
-                ))
-                .await;
+                if let Err(e) = retry.backoff(e).await {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("gave up adding columns to {ident}: the table kept changing"),
+                    )
+                    .with_source(e));
+                }
             }
         }
     }
-    Err(Error::new(
-        ErrorKind::Conflict,
-        format!("gave up adding columns to {ident}: the table kept changing"),
-    ))
 }
+
+/// Schema evolution retries: 10 attempts, waiting 50 ms doubling to 400 ms between them.
+const SCHEMA_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(50), Duration::from_millis(400)).with_max_attempts(10);

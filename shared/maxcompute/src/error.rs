@@ -1,13 +1,16 @@
-//! MaxCompute failures as floe errors: the HTTP status and the service's error code decide the
-//! kind and whether a retry may help.
+//! MaxCompute failures as floe errors: the service's error code decides the kind and whether a
+//! retry may help; without a code it knows, the status does, starting from
+//! [`floe_core::http::kind_for_status`] with one refinement: every 5xx (503 included) and a 408
+//! are [`ErrorKind::Io`] here, the kind this crate's commit paths turn into a check of the
+//! session's state (see below). MaxCompute throttles with codes, not with 503.
 //!
 //! | code / status | kind | retryable |
 //! |---|---|---|
 //! | `SignatureNotMatch`, `AuthorizationRequired`, `Unauthorized`, `NoPermission`, `InvalidAccessKeyId`, `AuthenticationRequestExpired`, other 401/403 | `Auth` | no |
 //! | `NoSuch*` (`NoSuchObject`, `NoSuchTable`, `NoSuchPartition`, `NoSuchProject`, `NoSuchSchema`), `UpsertSessionNotFound`, `StreamSessionNotFound`, other 404 | `NotFound` | no |
-//! | `ObjectAlreadyExists`, `TableModified`, `SchemaModified`, 409 | `Conflict` | no |
+//! | `ObjectAlreadyExists`, `TableModified`, `SchemaModified`, 409, 412 | `Conflict` | no |
 //! | `RequestQuotaExceeded`, `SlotExceeded`, `QPSExceeded`, `FlowExceeded`, 429, codes naming throttling | `Throttled` | yes |
-//! | 5xx, `InternalServerError`, `ServiceUnavailable` | `Io` | yes |
+//! | 5xx, 408, `InternalServerError`, `ServiceUnavailable` | `Io` | yes |
 //! | other 4xx | `InvalidInput` | no |
 //!
 //! REST errors come as `<Error><Code/><Message/><RequestId/><HostId/></Error>` XML and tunnel
@@ -187,11 +190,12 @@ fn kind_of(status: u16, code: &str) -> ErrorKind {
         }
         _ if status == 429 || lower.contains("throttl") => ErrorKind::Throttled,
         "InternalServerError" | "ServiceUnavailable" => ErrorKind::Io,
-        _ if status >= 500 => ErrorKind::Io,
-        _ if status == 401 || status == 403 => ErrorKind::Auth,
-        _ if status == 404 => ErrorKind::NotFound,
-        _ if status == 409 => ErrorKind::Conflict,
-        _ => ErrorKind::InvalidInput,
+        _ => match floe_core::http::kind_for_status(status) {
+            // An unknown outcome is `Io` in this crate (see the module doc).
+            ErrorKind::StateUnknown => ErrorKind::Io,
+            _ if status >= 500 => ErrorKind::Io,
+            kind => kind,
+        },
     }
 }
 

@@ -13,6 +13,7 @@
 
 use std::time::Duration;
 
+use floe_core::retry::RetryPolicy;
 use floe_core::{Error, ErrorKind, Result};
 use reqwest::Method;
 
@@ -22,6 +23,9 @@ use crate::xml::{self, Element};
 
 /// The task name pyodps gives anonymous SQL tasks.
 const TASK_NAME: &str = "AnonymousSQLTask";
+/// Longest wait between two looks at a running instance (the first is `sql_poll_interval`,
+/// doubled at each look).
+const SQL_POLL_MAX: Duration = Duration::from_secs(5);
 
 /// An instance's overall status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,7 +227,8 @@ impl MaxComputeClient {
     pub async fn wait_sql(&self, id: &str, sql: &str) -> Result<SqlOutput> {
         let id = id.to_owned();
         let started = tokio::time::Instant::now();
-        let mut delay = self.sql_poll_interval;
+        let poll = RetryPolicy::new(self.sql_poll_interval, SQL_POLL_MAX);
+        let mut delays = poll.delays();
         while self.instance_status(&id).await? != InstanceStatus::Terminated {
             if started.elapsed() > self.sql_timeout {
                 return Err(Error::new(
@@ -235,8 +240,7 @@ impl MaxComputeClient {
                     ),
                 ));
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(5));
+            tokio::time::sleep(delays.next().unwrap_or(SQL_POLL_MAX)).await;
         }
         let tasks = self.task_results(&id).await?;
         if let Some(failed) = tasks.iter().find(|t| t.status != "SUCCESS") {

@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
+use floe_core::retry::{Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
 use floe_tunnel_codec::upsert::push_hidden_values;
 use floe_tunnel_codec::{
@@ -37,8 +38,12 @@ pub const ROUTED_SERVER_HEADER: &str = "odps-tunnel-routed-server";
 
 /// A bucket's buffered block is sent once it grows past this many bytes.
 const BUCKET_BUFFER_BYTES: usize = 1 << 20;
-/// How many times a bucket's block is re-sent after 308 (slot moved) or a retryable failure.
-const MAX_SEND_ATTEMPTS: u32 = 6;
+/// Sending a bucket's block: 6 attempts in all; a moved slot (308) is retried at once, an `Io`
+/// or `Throttled` failure after 200 ms doubling per attempt (up to 6.4 s).
+const SEND_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(200), Duration::from_millis(6400)).with_max_attempts(6);
+/// Waits between two looks at a committing session: `commit_poll_interval` doubling up to 8 s.
+const COMMIT_POLL_MAX: Duration = Duration::from_secs(8);
 
 /// An upsert session's state as the server reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -546,9 +551,8 @@ impl UpsertSession {
             None => (block, None),
         };
         let op = format!("write bucket {bucket} of");
-        let mut attempt = 0;
+        let mut retry = Retry::new(SEND_RETRY);
         loop {
-            attempt += 1;
             let route = self.routes[bucket].clone();
             let mut req = self
                 .tunnel
@@ -582,15 +586,15 @@ impl UpsertSession {
                 Ok(resp) => resp.error(&op, &what),
                 Err(e) => e,
             };
-            if !failure.is_retryable() || attempt >= MAX_SEND_ATTEMPTS {
-                return Err(failure);
-            }
-            if matches!(failure.kind(), ErrorKind::Io | ErrorKind::Throttled) {
-                tokio::time::sleep(Duration::from_millis(100 << attempt.min(6))).await;
-                if failure.kind() == ErrorKind::Io {
+            match failure.kind() {
+                ErrorKind::Io => {
+                    retry.backoff(failure).await?;
                     // 502/504 or a lost answer: the slot map may have changed.
                     let _ = self.reload().await;
                 }
+                ErrorKind::Throttled => retry.backoff(failure).await?,
+                // A moved slot (308) is tried again at once, at its new server.
+                _ => retry.retry_now(failure)?,
             }
         }
         self.buckets[bucket].reset();
@@ -626,7 +630,8 @@ impl UpsertSession {
         }
         self.flush().await?;
         let started = tokio::time::Instant::now();
-        let mut delay = self.options.commit_poll_interval;
+        let poll = RetryPolicy::new(self.options.commit_poll_interval, COMMIT_POLL_MAX);
+        let mut delays = poll.delays();
         let mut last_failure: Option<Error> = None;
         loop {
             match self.status {
@@ -694,8 +699,7 @@ impl UpsertSession {
             if self.status == UpsertStatus::Committed {
                 break;
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(8));
+            tokio::time::sleep(delays.next().unwrap_or(COMMIT_POLL_MAX)).await;
         }
         tracing::info!(session = %self.id, table = %self.table, rows = self.rows_sent, "maxcompute upsert session committed");
         Ok(())

@@ -10,23 +10,23 @@
 //!
 //!  delete(batch) ── try ─┬ Deleted / Stale ──▶ done
 //!                        └ Failed(retryable) ─▶ backoff 100 ms · 2^n (≤ 5 s), up to
-//!                                               delete-max-retries more tries
+//!                                               delete-max-retries more tries (floe_core::retry)
 //! ```
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use floe_core::Result;
+use floe_core::retry::{Retry, RetryPolicy};
 
 use crate::consumer::{DeleteOutcome, QueueConsumer, QueueMessage, copy_error};
 use crate::options::QueueOptions;
 use crate::rate_limit::RateLimiter;
 use crate::visibility::VisibilityKeeper;
 
-/// First delete retry delay; doubled per retry up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-/// Longest delay between two delete tries.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Delete retries: 100 ms doubled per retry up to 5 s; the attempts are `delete-max-retries` + 1.
+const DELETE_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(100), Duration::from_secs(5));
 
 /// What one poll handed out.
 #[derive(Debug, Default)]
@@ -141,43 +141,45 @@ impl Poller {
     pub async fn delete(&self, batch: &[QueueMessage]) -> Result<Vec<DeleteOutcome>> {
         let mut outcomes: Vec<Option<DeleteOutcome>> = (0..batch.len()).map(|_| None).collect();
         let mut pending: Vec<usize> = (0..batch.len()).collect();
-        let mut backoff = FIRST_BACKOFF;
-        for attempt in 0..=self.options.delete_max_retries {
-            if pending.is_empty() {
+        let policy =
+            DELETE_RETRY.with_max_attempts(self.options.delete_max_retries.saturating_add(1));
+        let mut retry = Retry::new(policy);
+        while !pending.is_empty() {
+            let attempt = retry.attempts();
+            let msgs: Vec<QueueMessage> = pending.iter().map(|&i| batch[i].clone()).collect();
+            // The failure that decides whether to go on, and each message's own error to keep
+            // if it is the last try.
+            let (failure, mut failed) = match self.consumer.delete(&msgs).await {
+                Ok(results) => {
+                    let mut failed = Vec::new();
+                    for (&i, outcome) in pending.iter().zip(results) {
+                        match outcome {
+                            DeleteOutcome::Failed(e) if e.is_retryable() => failed.push((i, e)),
+                            other => outcomes[i] = Some(other),
+                        }
+                    }
+                    match failed.first() {
+                        Some((_, e)) => (copy_error(e), failed),
+                        None => break,
+                    }
+                }
+                Err(e) => (e, Vec::new()),
+            };
+            let failure_text = failure.to_string();
+            if let Err(last) = retry.backoff(failure).await {
+                if failed.is_empty() {
+                    failed = pending.iter().map(|&i| (i, copy_error(&last))).collect();
+                }
+                for (i, e) in failed {
+                    outcomes[i] = Some(DeleteOutcome::Failed(e));
+                }
                 break;
             }
-            if attempt > 0 {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+            tracing::debug!(queue = self.consumer.queue(), error = %failure_text, attempt, "delete failed; retrying");
+            if !failed.is_empty() {
+                // Only the messages that failed are tried again.
+                pending = failed.into_iter().map(|(i, _)| i).collect();
             }
-            let msgs: Vec<QueueMessage> = pending.iter().map(|&i| batch[i].clone()).collect();
-            let results = match self.consumer.delete(&msgs).await {
-                Ok(r) => r,
-                Err(e) if e.is_retryable() && attempt < self.options.delete_max_retries => {
-                    tracing::debug!(queue = self.consumer.queue(), error = %e, attempt, "delete failed; retrying");
-                    continue;
-                }
-                Err(e) => {
-                    for &i in &pending {
-                        outcomes[i] = Some(DeleteOutcome::Failed(copy_error(&e)));
-                    }
-                    pending.clear();
-                    break;
-                }
-            };
-            let mut still = Vec::new();
-            for (&i, outcome) in pending.iter().zip(results) {
-                match outcome {
-                    DeleteOutcome::Failed(e)
-                        if e.is_retryable() && attempt < self.options.delete_max_retries =>
-                    {
-                        tracing::debug!(queue = self.consumer.queue(), message_id = %batch[i].id, error = %e, attempt, "delete failed; retrying");
-                        still.push(i);
-                    }
-                    other => outcomes[i] = Some(other),
-                }
-            }
-            pending = still;
         }
         Ok(outcomes
             .into_iter()

@@ -13,9 +13,14 @@
 //! | [`mns`] | MNS queues (also [`mns::verify`] for servers) | `MNS AK:sig` |
 //! | [`odps`] | MaxCompute REST and Tunnel, classic and v4 | `ODPS AK:sig`, `ODPS AK/date/region/odps/aliyun_v4_request:sig` |
 //!
+//! The `aws` feature adds [`aws`], where every AWS SDK client of floe gets its configuration
+//! (that module does read the environment, as the AWS SDKs do; nothing else here does IO).
+//!
 //! Credentials are a [`Credentials`] whose secret and token are [`floe_core::Secret`]s, so
 //! neither shows up in `Debug` output or logs.
 
+#[cfg(feature = "aws")]
+pub mod aws;
 pub mod credentials;
 mod crypto;
 pub mod mns;

@@ -188,7 +188,7 @@ impl OAuth2 {
                     .trim()
                     .to_owned(),
             )
-            .with_retryable(status >= 500 || status == 429));
+            .with_retryable(floe_core::http::kind_for_status(status).retryable_by_default()));
         }
         let parsed: TokenResponse = serde_json::from_slice(&body).map_err(|e| {
             Error::new(

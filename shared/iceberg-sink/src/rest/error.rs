@@ -150,8 +150,12 @@ pub(crate) fn http_error(op: Op, what: &str, status: u16, body: &[u8]) -> Error 
         },
         400 | 422 => (ErrorKind::DataInvalid, false),
         406 | 501 => (ErrorKind::FeatureUnsupported, false),
-        408 | 429 | 500 | 502 | 503 | 504 => (ErrorKind::Unexpected, true),
-        _ => (ErrorKind::Unexpected, false),
+        // Whether anything else is worth another try is floe's shared reading of the status
+        // (429, 503, 408 and 5xx are; 401, 403 and other 4xx are not).
+        _ => (
+            ErrorKind::Unexpected,
+            floe_core::http::kind_for_status(status).retryable_by_default(),
+        ),
     };
     let message = match status {
         401 | 403 => format!("{what}: not authorized ({detail})"),

@@ -1,14 +1,18 @@
 //! Control-plane answers as floe errors, and floe errors as iceberg ones for the catalog.
 //!
+//! The floe kind is [`floe_core::http::kind_for_status`] for UpdateTableMetadataLocation (with
+//! every 5xx, 503 included, an unknown outcome: the pointer may have moved) and
+//! [`floe_core::http::kind_for_idempotent_status`] for every other call, which changes nothing.
+//!
 //! | status | floe kind | iceberg kind (catalog) |
 //! |---|---|---|
-//! | 400 | `InvalidInput` | `DataInvalid` |
+//! | 400, other 4xx | `InvalidInput` | `DataInvalid` |
 //! | 401, 403 | `Auth` | `Unexpected` |
 //! | 404 | `NotFound` | `NamespaceNotFound` / `TableNotFound` |
-//! | 409 | `Conflict` (retryable) | `*AlreadyExists` on create, `CatalogCommitConflicts` (retryable) on commit |
-//! | 429 | `Throttled` | `Unexpected`, retryable |
-//! | 5xx on UpdateTableMetadataLocation | `StateUnknown` | commit state unknown (not retryable) |
-//! | other 5xx | `Unexpected`, retryable | `Unexpected`, retryable |
+//! | 409, 412 | `Conflict` (retryable) | `*AlreadyExists` on create, `CatalogCommitConflicts` (retryable) on commit |
+//! | 429, 503 (not on UpdateTableMetadataLocation) | `Throttled` | `Unexpected`, retryable |
+//! | 408, 5xx on UpdateTableMetadataLocation | `StateUnknown` | commit state unknown (not retryable) |
+//! | 408, other 5xx elsewhere | `Io` | `Unexpected`, retryable |
 
 use floe_core::{Error, ErrorKind};
 
@@ -41,23 +45,14 @@ pub(crate) fn control_plane_error(call: Call, what: &str, status: u16, body: &[u
     } else {
         format!("{what}: {detail}: {}", server_message.trim())
     };
-    let kind = match status {
-        400 => ErrorKind::InvalidInput,
-        401 | 403 => ErrorKind::Auth,
-        404 => ErrorKind::NotFound,
-        409 => ErrorKind::Conflict,
-        429 => ErrorKind::Throttled,
-        500..=599 if call == Call::UpdateLocation => ErrorKind::StateUnknown,
-        _ => ErrorKind::Unexpected,
+    let kind = match call {
+        Call::UpdateLocation if (500..=599).contains(&status) => ErrorKind::StateUnknown,
+        Call::UpdateLocation => floe_core::http::kind_for_status(status),
+        Call::Other => floe_core::http::kind_for_idempotent_status(status),
     };
-    let retryable = matches!(
-        kind,
-        ErrorKind::Conflict | ErrorKind::Throttled | ErrorKind::StateUnknown
-    ) || (500..=599).contains(&status);
     Error::new(kind, message)
         .with_context("status", status.to_string())
         .with_context("server_type", server_type)
-        .with_retryable(retryable)
 }
 
 /// The floe error for a control-plane request that got no answer.

@@ -1,12 +1,16 @@
-//! MNS failures as floe errors: the error code decides the kind and whether a retry may help.
+//! MNS failures as floe errors: the error code decides the kind and whether a retry may help;
+//! without a code it means, the status does, as [`floe_core::http::kind_for_idempotent_status`]
+//! says (every MNS call floe makes is safe to repeat: a received message whose answer was lost
+//! comes back after its visibility timeout, deletes and visibility changes go by receipt).
 //!
 //! | code / status | kind | retryable |
 //! |---|---|---|
 //! | `SignatureDoesNotMatch`, `AccessDenied`, `InvalidAccessKeyId`, `TimeExpired`, other 401/403 | `Auth` | no |
-//! | `QueueNotExist`, `MessageNotExist` | `NotFound` | no |
+//! | `QueueNotExist`, `MessageNotExist`, other 404 | `NotFound` | no |
 //! | `ReceiptHandleError`, `InvalidArgument`, other 4xx | `InvalidInput` | no |
-//! | 429, codes naming throttling or a QPS limit | `Throttled` | yes |
-//! | 5xx, network failures, timeouts | `Io` | yes |
+//! | 409, 412 | `Conflict` | yes |
+//! | 429, 503, codes naming throttling or a QPS limit | `Throttled` | yes |
+//! | other 5xx, network failures, timeouts | `Io` | yes |
 //!
 //! The MNS code is kept as the `mns_code` context pair; [`mns_code`] reads it back and
 //! [`is_stale_receipt_handle`] answers the question a consumer asks after delete or
@@ -98,12 +102,8 @@ fn kind_of(status: u16, code: &str) -> ErrorKind {
         | codes::INVALID_ACCESS_KEY_ID
         | codes::TIME_EXPIRED => ErrorKind::Auth,
         codes::QUEUE_NOT_EXIST | codes::MESSAGE_NOT_EXIST => ErrorKind::NotFound,
-        _ if status == 429 || lower.contains("throttl") || lower.contains("qpslimit") => {
-            ErrorKind::Throttled
-        }
-        _ if status >= 500 => ErrorKind::Io,
-        _ if status == 401 || status == 403 => ErrorKind::Auth,
-        _ => ErrorKind::InvalidInput,
+        _ if lower.contains("throttl") || lower.contains("qpslimit") => ErrorKind::Throttled,
+        _ => floe_core::http::kind_for_idempotent_status(status),
     }
 }
 

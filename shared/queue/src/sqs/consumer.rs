@@ -3,14 +3,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_config::BehaviorVersion;
-use aws_credential_types::Credentials;
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::config::timeout::TimeoutConfig;
-use aws_sdk_sqs::config::{Region, SharedHttpClient};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use floe_core::{Error, ErrorKind, Result};
+use floe_signing::aws::AwsConfigBuilder;
 
 use super::config::SqsConfig;
 use super::error::{STALE_RECEIPT_CODES, kind_of, map};
@@ -28,49 +25,25 @@ pub struct SqsConsumer {
     queue_url: String,
 }
 
-fn http_client() -> SharedHttpClient {
-    aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-        .build_https()
-}
-
 impl SqsConsumer {
     /// Check `config` and build the client. Reads the environment (default credential chain,
     /// region) but sends no request.
     pub async fn new(config: SqsConfig) -> Result<Self> {
         config.validate()?;
-        let http = http_client();
-        let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http.clone());
-        if let Some(r) = &config.region {
-            loader = loader.region(Region::new(r.clone()));
-        }
+        let mut loader = AwsConfigBuilder::new()
+            .region(config.region.clone())
+            .endpoint(config.endpoint.clone());
         if let (Some(id), Some(secret)) = (&config.access_key_id, &config.secret_access_key) {
-            loader = loader.credentials_provider(Credentials::new(
-                id,
-                secret.expose(),
-                config.session_token.as_ref().map(|t| t.expose().to_owned()),
-                None,
-                "floe-config",
-            ));
+            loader = loader.static_keys(id, secret, config.session_token.as_ref());
         }
-        let sdk = loader.load().await;
-        if sdk.region().is_none() {
-            return Err(Error::config(
-                "region",
-                "no region configured and none found in AWS_REGION or the profile",
-            ));
-        }
-        let mut builder = aws_sdk_sqs::config::Builder::from(&sdk)
-            .http_client(http)
+        let sdk = loader.load_with_region().await?;
+        let builder = aws_sdk_sqs::config::Builder::from(&sdk)
             .retry_config(RetryConfig::standard().with_max_attempts(config.max_attempts))
             .timeout_config(
                 TimeoutConfig::builder()
                     .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
                     .build(),
             );
-        if let Some(ep) = &config.endpoint {
-            builder = builder.endpoint_url(ep.trim_end_matches('/'));
-        }
         Ok(SqsConsumer {
             client: aws_sdk_sqs::Client::from_conf(builder.build()),
             queue_url: config.queue_url,

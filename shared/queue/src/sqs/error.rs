@@ -1,12 +1,15 @@
-//! SQS failures as floe errors.
+//! SQS failures as floe errors: the error code first, then the status as
+//! [`floe_core::http::kind_for_idempotent_status`] says (every SQS call floe makes is safe to
+//! repeat, so a 5xx is plain `Io`).
 //!
 //! | what happened | kind | retryable |
 //! |---|---|---|
 //! | `ReceiptHandleIsInvalid`, `MessageNotInflight` (the receipt is stale) | `NotFound` | no |
 //! | `AWS.SimpleQueueService.NonExistentQueue` / `QueueDoesNotExist`, 404 | `NotFound` | no |
 //! | 401, 403, `AccessDenied`, `InvalidClientTokenId`, `SignatureDoesNotMatch` | `Auth` | no |
-//! | 429, codes naming throttling, `RequestThrottled`, `KmsThrottled` | `Throttled` | yes |
-//! | 5xx, timeouts, connection failures | `Io` | yes |
+//! | 429, 503, codes naming throttling, `RequestThrottled`, `KmsThrottled` | `Throttled` | yes |
+//! | 409, 412 | `Conflict` | yes |
+//! | other 5xx, timeouts, connection failures | `Io` | yes |
 //! | other 4xx | `InvalidInput` | no |
 //!
 //! The SQS error code is kept as the `sqs_code` context pair.
@@ -73,26 +76,17 @@ pub(crate) fn kind_of(status: u16, code: &str) -> ErrorKind {
     if STALE_RECEIPT_CODES.contains(&code)
         || lower.contains("nonexistentqueue")
         || lower.contains("queuedoesnotexist")
-        || status == 404
     {
         ErrorKind::NotFound
-    } else if status == 401
-        || status == 403
-        || matches!(
-            code,
-            "AccessDenied"
-                | "AccessDeniedException"
-                | "InvalidClientTokenId"
-                | "SignatureDoesNotMatch"
-        )
-    {
+    } else if matches!(
+        code,
+        "AccessDenied" | "AccessDeniedException" | "InvalidClientTokenId" | "SignatureDoesNotMatch"
+    ) {
         ErrorKind::Auth
-    } else if status == 429 || lower.contains("throttl") {
+    } else if lower.contains("throttl") {
         ErrorKind::Throttled
-    } else if status >= 500 {
-        ErrorKind::Io
     } else {
-        ErrorKind::InvalidInput
+        floe_core::http::kind_for_idempotent_status(status)
     }
 }
 

@@ -1,26 +1,17 @@
-//! Building the `aws-sdk-s3` client from an [`S3StoreConfig`]: HTTP client (rustls on ring),
-//! credentials, endpoint, addressing, checksums, retries and timeouts.
+//! Building the `aws-sdk-s3` client from an [`S3StoreConfig`]: the shared SDK config of
+//! [`floe_signing::aws`] (HTTP client, region, endpoint, credentials), then addressing,
+//! checksums, retries and timeouts.
 
 use std::time::Duration;
 
-use aws_config::BehaviorVersion;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{
-    IdentityCache, Region, RequestChecksumCalculation, ResponseChecksumValidation, SharedHttpClient,
-};
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use aws_sdk_s3::config::{RequestChecksumCalculation, ResponseChecksumValidation};
 use floe_core::{Error, Provider, Result};
+use floe_signing::aws::AwsConfigBuilder;
 use floe_signing::{CredentialSource, Credentials};
 
 use super::config::{ChecksumPolicy, S3StoreConfig};
-
-/// The HTTP client every SDK client of floe uses: hyper with rustls on ring.
-pub(crate) fn http_client() -> SharedHttpClient {
-    aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-        .build_https()
-}
 
 /// Environment variables tried for OSS keys, in order: (id, secret, token).
 const OSS_ENV: [(&str, &str, &str); 2] = [
@@ -80,23 +71,17 @@ fn credential_source(
 /// Build the SDK client. Reads the environment (credentials, region) but makes no request.
 pub(crate) async fn build(config: &S3StoreConfig) -> Result<aws_sdk_s3::Client> {
     config.validate()?;
-    let http = http_client();
     let creds = credential_source(config, |v| std::env::var(v).ok())?;
-    let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http.clone());
-    if let Some(region) = &config.region {
-        loader = loader.region(Region::new(region.clone()));
+    let mut loader = AwsConfigBuilder::new()
+        .region(config.region.clone())
+        .endpoint(config.endpoint.clone());
+    if let Some(source) = creds {
+        // Skip the default chain entirely: the keys are given, or are the platform's. The source
+        // answers at once and follows the platform's keys; the SDK's cache (off for given keys)
+        // would keep keys that carry no expiry for 15 minutes, past an STS token's replacement.
+        loader = loader.credentials(source);
     }
-    if let Some(source) = &creds {
-        // Skip the default chain entirely: the keys are given, or are the platform's.
-        loader = loader.credentials_provider(source.clone());
-    }
-    let sdk = loader.load().await;
-    if sdk.region().is_none() {
-        return Err(Error::config(
-            "region",
-            "no region configured and none found in AWS_REGION or the profile",
-        ));
-    }
+    let sdk = loader.load_with_region().await?;
     let (request, response) = match config.checksum_policy() {
         ChecksumPolicy::WhenSupported => (
             RequestChecksumCalculation::WhenSupported,
@@ -107,8 +92,7 @@ pub(crate) async fn build(config: &S3StoreConfig) -> Result<aws_sdk_s3::Client> 
             ResponseChecksumValidation::WhenRequired,
         ),
     };
-    let mut builder = aws_sdk_s3::config::Builder::from(&sdk)
-        .http_client(http)
+    let builder = aws_sdk_s3::config::Builder::from(&sdk)
         .force_path_style(config.path_style)
         .request_checksum_calculation(request)
         .response_checksum_validation(response)
@@ -119,14 +103,6 @@ pub(crate) async fn build(config: &S3StoreConfig) -> Result<aws_sdk_s3::Client> 
                 .read_timeout(Duration::from_millis(config.read_timeout_ms))
                 .build(),
         );
-    if creds.is_some() {
-        // The source answers at once and follows the platform's keys; the SDK's cache would
-        // keep keys that carry no expiry for 15 minutes, past an STS token's replacement.
-        builder = builder.identity_cache(IdentityCache::no_cache());
-    }
-    if let Some(ep) = &config.endpoint {
-        builder = builder.endpoint_url(ep.trim_end_matches('/'));
-    }
     Ok(aws_sdk_s3::Client::from_conf(builder.build()))
 }
 

@@ -1,14 +1,19 @@
 //! SDK failures as floe errors, named by the object's URL.
 //!
+//! A status means what [`floe_core::http::kind_for_status`] says for a write and
+//! [`floe_core::http::kind_for_idempotent_status`] for a read; S3's codes refine it (`SlowDown`
+//! and codes naming throttling are `Throttled` whatever the status).
+//!
 //! | what happened | kind | retryable |
 //! |---|---|---|
 //! | 404 (`NoSuchKey`, `NotFound`, `NoSuchBucket`) | `NotFound` | no |
 //! | 401, 403 (`AccessDenied`, `SignatureDoesNotMatch`, `InvalidAccessKeyId`, …) | `Auth` | no |
 //! | 409, 412 (`PreconditionFailed`, `ConditionalRequestConflict`) | `Conflict` | yes |
-//! | 429, 503 `SlowDown`, codes naming throttling | `Throttled` | yes |
-//! | other 5xx, timeouts, connection failures on a read | `Io` | yes |
+//! | 429, 503 (`SlowDown`), codes naming throttling | `Throttled` | yes |
+//! | 408, other 5xx, timeouts, connection failures on a read | `Io` | yes |
 //! | the same on a write (PUT, DELETE): the write may have happened | `StateUnknown` | yes |
 //! | other 4xx | `InvalidInput` | no |
+//! | a status that is no error (a 3xx the SDK did not follow) | `Protocol` | no |
 //! | a response that does not parse | `Protocol` | no |
 //! | the request could not be built | `Unexpected` | no |
 //!
@@ -90,17 +95,17 @@ where
 
 fn kind_of(status: u16, code: &str, op: Op) -> ErrorKind {
     let lower = code.to_ascii_lowercase();
-    match status {
-        404 => ErrorKind::NotFound,
-        401 | 403 => ErrorKind::Auth,
-        409 | 412 => ErrorKind::Conflict,
-        429 => ErrorKind::Throttled,
-        _ if lower.contains("slowdown") || lower.contains("throttl") => ErrorKind::Throttled,
-        500..=599 => match op {
-            Op::Read => ErrorKind::Io,
-            Op::Write => ErrorKind::StateUnknown,
-        },
-        _ => ErrorKind::InvalidInput,
+    let kind = match op {
+        Op::Read => floe_core::http::kind_for_idempotent_status(status),
+        Op::Write => floe_core::http::kind_for_status(status),
+    };
+    match kind {
+        ErrorKind::InvalidInput | ErrorKind::Io | ErrorKind::StateUnknown
+            if lower.contains("slowdown") || lower.contains("throttl") =>
+        {
+            ErrorKind::Throttled
+        }
+        kind => kind,
     }
 }
 
