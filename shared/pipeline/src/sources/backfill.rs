@@ -26,6 +26,7 @@
 use std::time::{Duration, Instant};
 
 use floe_checkpoint::{StoreExt, now_ms};
+use floe_core::retry::{Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
 use floe_queue::Phase;
 use floe_storage::{ObjectMeta, ObjectStore};
@@ -40,6 +41,10 @@ use crate::protocol::Outcome;
 
 /// Tries of a page's objects that are not done before the backfill stops at that page.
 const PAGE_TRIES: u32 = 3;
+/// The waits between tries of a page: 0.5 s, then 1 s.
+const PAGE_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(500), Duration::from_secs(4))
+        .with_max_attempts(PAGE_TRIES);
 /// HEAD requests in flight when a listing reports no ETags.
 const HEADS_IN_FLIGHT: usize = 16;
 
@@ -365,11 +370,8 @@ impl Pipeline {
         report: &mut BackfillReport,
     ) -> Result<std::result::Result<(), Vec<String>>> {
         let mut pending: Vec<ObjectChange> = changes.to_vec();
-        let mut backoff = Duration::from_millis(500);
-        for attempt in 1..=PAGE_TRIES {
-            if pending.is_empty() {
-                break;
-            }
+        let mut tries = Retry::new(PAGE_RETRY);
+        while !pending.is_empty() {
             let batches = self.ingest_in_batches(&pending).await?;
             let mut retry = Vec::new();
             let mut refused = Vec::new();
@@ -401,16 +403,16 @@ impl Pipeline {
             if retry.is_empty() {
                 return Ok(Ok(()));
             }
-            if attempt == PAGE_TRIES {
+            let not_done = Error::new(ErrorKind::Conflict, why.join("; "));
+            let Ok(delay) = tries.next_delay(not_done) else {
                 return Ok(Err(why));
-            }
+            };
             tracing::warn!(
                 objects = retry.len(),
-                attempt,
+                attempt = tries.attempts(),
                 "backfill: objects not done; trying again"
             );
-            tokio::time::sleep(backoff).await;
-            backoff *= 2;
+            tries.sleep(delay).await;
             pending = retry;
         }
         Ok(Ok(()))

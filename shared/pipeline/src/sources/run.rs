@@ -10,12 +10,17 @@
 use std::time::{Duration, Instant};
 
 use floe_core::Result;
+use floe_core::retry::{Retry, RetryPolicy};
 use futures::FutureExt;
 
 use crate::pipeline::Pipeline;
 use crate::run::RunReport;
 use crate::sources::backfill::BackfillStop;
 use crate::sources::queue::PollStop;
+
+/// The waits after rounds that failed with a retryable error: 1 s doubling to a minute, for as
+/// long as they keep failing.
+const ROUND_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(60));
 
 /// A deadline no pass reaches.
 fn far_deadline() -> Instant {
@@ -63,13 +68,13 @@ impl Pipeline {
             .max(wait + Duration::from_secs(2));
         let idle = Duration::from_secs(1);
         tokio::pin!(stop);
-        let mut backoff = Duration::from_secs(1);
+        let mut retry = Retry::new(ROUND_RETRY);
         loop {
             let started = Instant::now();
             let mut rested = false;
             match self.cloud_round(started + round).await {
                 Ok(mut report) => {
-                    backoff = Duration::from_secs(1);
+                    retry = Retry::new(ROUND_RETRY);
                     report.commits = self.commit(false).await?;
                     on_pass(&report);
                     let finished_snapshot = report.backfill.as_ref().is_some_and(|b| {
@@ -99,16 +104,16 @@ impl Pipeline {
                         }
                     }
                 }
-                Err(e) if e.is_retryable() => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "round failed; trying again");
+                Err(e) => {
+                    let shown = e.to_string();
+                    let delay = retry.next_delay(e)?;
+                    tracing::warn!(error = %shown, retry_in = ?delay, "round failed; trying again");
                     rested = true;
                     tokio::select! {
                         _ = &mut stop => break,
-                        _ = tokio::time::sleep(backoff) => {}
+                        _ = retry.sleep(delay) => {}
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(60));
                 }
-                Err(e) => return Err(e),
             }
             if !rested && (&mut stop).now_or_never().is_some() {
                 break;
