@@ -11,7 +11,6 @@
 //! [`Pipeline::commit`]). A queue message is deleted at the ack point above, once every change
 //! it carried is done.
 
-pub mod commit;
 pub mod config;
 #[cfg(test)]
 mod crash_points;
@@ -19,21 +18,17 @@ pub mod deadletter;
 pub mod fault;
 pub mod host;
 pub mod ingest;
-pub mod local;
-pub mod maxcompute;
-pub mod objects;
+pub mod passes;
 pub mod pipeline;
 pub mod protocol;
 pub mod replay;
-pub mod route;
-pub mod run;
 pub mod sources;
-pub mod target;
+pub mod targets;
 
-pub use commit::{CommitReport, TargetCommit};
 pub use config::FloeConfig;
 pub use ingest::{BatchReport, BatchTotals};
+pub use passes::RunReport;
 pub use pipeline::{Pipeline, SingleStore, StoreResolver};
 pub use protocol::Outcome;
-pub use run::RunReport;
 pub use sources::{BackfillReport, CloudSource, PollReport};
+pub use targets::commit::{CommitReport, TargetCommit};

@@ -11,8 +11,8 @@ use iceberg::Catalog;
 
 use crate::config::{CheckpointConfig, DeadLetterConfig, FloeConfig, SourceConfig};
 use crate::fault::Faults;
+use crate::ingest::route::Router;
 use crate::protocol::records::Owner;
-use crate::route::Router;
 use crate::sources::CloudSource;
 use crate::sources::stores::{BucketStores, open_object_store_checkpoint, open_s3};
 
@@ -83,7 +83,7 @@ pub struct Pipeline {
     /// Progress reporting.
     pub progress: Option<Progress>,
     /// The MaxCompute target (`[maxcompute]`), connected on first use.
-    pub maxcompute: Option<Arc<crate::maxcompute::MaxComputeTargets>>,
+    pub maxcompute: Option<Arc<crate::targets::maxcompute::MaxComputeTargets>>,
     /// The bucket or queue source (None for a local folder).
     pub cloud: Option<Arc<CloudSource>>,
 }
@@ -137,7 +137,7 @@ impl Pipeline {
         let maxcompute = config
             .maxcompute
             .clone()
-            .map(|c| Arc::new(crate::maxcompute::MaxComputeTargets::new(c)));
+            .map(|c| Arc::new(crate::targets::maxcompute::MaxComputeTargets::new(c)));
         Ok(Pipeline {
             catalog_name: config.catalog.name.clone(),
             config: Arc::new(config),

@@ -6,7 +6,8 @@
 //!   startup decision, parse, ingest, delete what is staged.
 //! - [`backfill`]: [`Pipeline::backfill`](crate::Pipeline::backfill): the `SNAPSHOT` /
 //!   `INITIAL` listing, resumable page by page.
-//! - [`run`]: `floe run` over a cloud source: one pass (listing, then the queue until an empty
+//! - [`local`]: the local folder source, a scan against the object records.
+//! - [`rounds`]: `floe run` over a cloud source: one pass (listing, then the queue until an empty
 //!   poll, then commit) or continuously.
 //!
 //! The startup decision (`floe_queue::startup`) says which phase a source is in; it is taken
@@ -35,8 +36,9 @@
 //! `cursor/<name>/failed/<message id>` ([`queue::MessageFailure`], kept for the dedupe TTL).
 
 pub mod backfill;
+pub mod local;
 pub mod queue;
-pub mod run;
+pub mod rounds;
 pub mod stores;
 
 use std::sync::Arc;

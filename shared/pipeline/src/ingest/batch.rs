@@ -1,5 +1,5 @@
-//! Ingest: a batch of object changes → claims → rows in data files → one staged batch record.
-//! See the crate doc for the protocol and its crash points.
+//! One ingest batch: object changes → claims → rows in data files → one staged batch record.
+//! See [`crate::protocol`] for the protocol and its crash points.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -14,9 +14,10 @@ use floe_schema::cdc::MetaRow;
 use floe_schema::decode::BadRecord;
 use iceberg::table::Table;
 
+use super::BatchReport;
 use crate::config::{Mode, OnError};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
-use crate::objects::{
+use crate::ingest::read::{
     ObjectFailure, content_of, infer_object_schema, metadata_rows, read_records, table_schema_for,
 };
 use crate::pipeline::{Pipeline, ProgressEvent};
@@ -26,60 +27,7 @@ use crate::protocol::claim::{Decision, decide, may_record_ignored, obj_record};
 use crate::protocol::records::{
     BatchRecord, DoneRecord, ObjRecord, ObjState, TargetFiles, batch_key, done_key, obj_key,
 };
-use crate::target::iceberg_target;
-
-/// What a batch did.
-#[derive(Debug, Default)]
-pub struct BatchReport {
-    /// The batch id.
-    pub batch: String,
-    /// One outcome per input change, in order.
-    pub outcomes: Vec<Outcome>,
-    /// Rows written.
-    pub rows: u64,
-    /// Object bytes read.
-    pub bytes_read: u64,
-    /// Bad records set aside (dead-lettered or skipped).
-    pub bad_records: u64,
-    /// Dead letters written (bad records and unreadable objects).
-    pub dead_letters: u64,
-    /// Data files staged.
-    pub files: usize,
-}
-
-impl BatchReport {
-    /// How many outcomes are of a kind, by a predicate.
-    pub fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
-        self.outcomes.iter().filter(|o| f(o)).count()
-    }
-}
-
-/// What several batches did together (a pass, a queue poll, a backfill call).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BatchTotals {
-    /// Changes finished with ([`Outcome::is_done`]).
-    pub done: u64,
-    /// Rows written.
-    pub rows: u64,
-    /// Object bytes read.
-    pub bytes: u64,
-    /// Dead letters written.
-    pub dead_letters: u64,
-}
-
-impl BatchTotals {
-    /// The sums over `batches`.
-    pub fn of(batches: &[BatchReport]) -> Self {
-        batches
-            .iter()
-            .fold(BatchTotals::default(), |t, b| BatchTotals {
-                done: t.done + b.count(Outcome::is_done) as u64,
-                rows: t.rows + b.rows,
-                bytes: t.bytes + b.bytes_read,
-                dead_letters: t.dead_letters + b.dead_letters,
-            })
-    }
-}
+use crate::targets::id::iceberg_target;
 
 /// A claimed change.
 struct Claimed {
@@ -881,7 +829,7 @@ impl Pipeline {
         let definition = TableDefinition {
             schema,
             partition_by: route.partition_by.clone(),
-            properties: crate::maxcompute::staging_properties(route),
+            properties: crate::targets::maxcompute::staging_properties(route),
         };
         ensure_table(self.catalog.as_ref(), &ident, &definition)
             .await

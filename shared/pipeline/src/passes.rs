@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use floe_core::Result;
 
-use crate::commit::CommitReport;
 use crate::config::SourceConfig;
 use crate::ingest::BatchReport;
 use crate::pipeline::Pipeline;
 use crate::protocol::Outcome;
 use crate::sources::{BackfillReport, PollReport};
+use crate::targets::commit::CommitReport;
 
 /// Totals of a pass.
 #[derive(Debug, Default)]

@@ -71,7 +71,7 @@ use crate::pipeline::Pipeline;
 use crate::protocol::records::{
     BatchRecord, CommitRecord, SetupRecord, StagedMaxCompute, TargetFiles, setup_key,
 };
-use crate::target::{is_maxcompute, maxcompute_target};
+use crate::targets::id::{is_maxcompute, maxcompute_target};
 
 /// Rows per Arrow batch read back from a staged file.
 const READ_BATCH_ROWS: usize = 8192;

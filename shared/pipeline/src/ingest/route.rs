@@ -87,7 +87,7 @@ impl Router {
             }
             let table = resolve_table(&r.table, change, prefix)?;
             let maxcompute = match &r.targets.maxcompute {
-                Some(m) => Some(crate::maxcompute::resolve_table_name(
+                Some(m) => Some(crate::targets::maxcompute::resolve_table_name(
                     &m.table_name,
                     &resolve_table(&m.table_name, change, prefix)?,
                     change,

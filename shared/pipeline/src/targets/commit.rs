@@ -17,7 +17,7 @@ use crate::protocol::lease::{self, Held};
 use crate::protocol::records::{
     BatchRecord, CommitRecord, CommitState, Lease, batch_key, commit_prefix, done_key, lease_key,
 };
-use crate::target::{iceberg_table, is_maxcompute};
+use crate::targets::id::{iceberg_table, is_maxcompute};
 
 /// One target's commit.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use floe_core::Result;
 use floe_core::retry::{Retry, RetryPolicy};
 use futures::FutureExt;
 
+use crate::passes::RunReport;
 use crate::pipeline::Pipeline;
-use crate::run::RunReport;
 use crate::sources::backfill::BackfillStop;
 use crate::sources::queue::PollStop;
 
