@@ -19,7 +19,9 @@ use serde_json::Value as Json;
 use crate::http::encode;
 
 /// Which table: project, optional schema (the namespace between project and table), name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct TableId {
     /// The project.
     pub project: String,

@@ -1,5 +1,6 @@
 //! The pipeline's dependencies, built once and shared by ingest and commit.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,8 @@ use crate::ingest::route::Router;
 use crate::protocol::records::Owner;
 use crate::sources::CloudSource;
 use crate::sources::stores::{BucketStores, open_object_store_checkpoint, open_s3};
+use crate::targets::commit::CommitReport;
+use crate::targets::{Committer, TargetId};
 
 /// Finds the object store holding a changed object.
 pub trait StoreResolver: Send + Sync + fmt::Debug {
@@ -98,6 +101,29 @@ impl fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
+    /// The committer over this pipeline's checkpoint table and targets.
+    pub(crate) fn committer(&self) -> Committer<'_> {
+        Committer {
+            checkpoint: &self.checkpoint,
+            catalog: &self.catalog,
+            dead_letters: &self.dead_letters,
+            faults: &self.faults,
+            owner: &self.owner,
+            config: &self.config,
+            maxcompute: self.maxcompute.as_deref(),
+        }
+    }
+
+    /// Commit every target with staged batches that is due (`force`: all of them now).
+    pub async fn commit(&self, force: bool) -> Result<CommitReport> {
+        self.committer().commit(force).await
+    }
+
+    /// Staged work waiting per target: (batches, files, rows).
+    pub async fn staged_summary(&self) -> Result<BTreeMap<TargetId, (usize, usize, u64)>> {
+        self.committer().staged_summary().await
+    }
+
     /// Build the pipeline for a configuration: checkpoint table, source store, catalog.
     pub async fn open(config: FloeConfig) -> Result<Self> {
         let checkpoint: Arc<dyn CheckpointStore> = match &config.checkpoint {

@@ -27,7 +27,7 @@ use crate::protocol::claim::{Decision, decide, may_record_ignored, obj_record};
 use crate::protocol::records::{
     BatchRecord, DoneRecord, ObjRecord, ObjState, TargetFiles, batch_key, done_key, obj_key,
 };
-use crate::targets::id::iceberg_target;
+use crate::targets::TargetId;
 
 /// A claimed change.
 struct Claimed {
@@ -286,14 +286,19 @@ impl Pipeline {
             if self.router.config(slot.route).targets.iceberg {
                 add_files(
                     &mut targets,
-                    iceberg_target(&self.catalog_name, &slot.table_name),
+                    TargetId::iceberg(&self.catalog_name, &slot.table_name),
                     &slot.table_name,
                     &staged,
                     None,
                 );
             }
             if let Some(name) = &slot.maxcompute {
-                let (target, detail) = self.maxcompute_staging(slot.route, name, &arrow)?;
+                let (target, detail) = crate::targets::maxcompute::staging(
+                    self.router.config(slot.route),
+                    self.config.maxcompute.as_ref(),
+                    name,
+                    &arrow,
+                )?;
                 add_files(
                     &mut targets,
                     target,
@@ -945,8 +950,8 @@ fn slot_key(c: &Claimed) -> String {
 
 /// Add a slot's files to a target of the batch (slots of one table share its Iceberg target).
 fn add_files(
-    targets: &mut BTreeMap<String, TargetFiles>,
-    target: String,
+    targets: &mut BTreeMap<TargetId, TargetFiles>,
+    target: TargetId,
     table: &str,
     files: &[StagedFile],
     maxcompute: Option<crate::protocol::records::StagedMaxCompute>,

@@ -91,7 +91,7 @@ pub enum Staging {
 pub fn stage(
     mut record: BatchRecord,
     objects: u64,
-    targets: BTreeMap<String, TargetFiles>,
+    targets: BTreeMap<crate::targets::id::TargetId, TargetFiles>,
     now_ms: i64,
 ) -> Staging {
     if targets.values().all(|t| t.files.is_empty()) {
@@ -128,6 +128,10 @@ pub(crate) mod tests {
             bytes: rows * 10,
             path: path.into(),
         }
+    }
+
+    fn target() -> crate::targets::id::TargetId {
+        crate::targets::id::TargetId::iceberg("c", "t")
     }
 
     #[test]
@@ -167,11 +171,11 @@ pub(crate) mod tests {
             bytes: 0,
             maxcompute: None,
         };
-        let targets = BTreeMap::from([("iceberg:c:t".to_owned(), empty.clone())]);
+        let targets = BTreeMap::from([(target(), empty.clone())]);
         let Staging::Finished(done) = stage(rec.clone(), 1, targets, 2_000) else {
             panic!("nothing to commit")
         };
-        assert_eq!(done.committed["iceberg:c:t"], "");
+        assert_eq!(done.committed[&target()], "");
         assert!(matches!(
             stage(rec.clone(), 0, BTreeMap::new(), 2_000),
             Staging::Finished(_)
@@ -180,12 +184,8 @@ pub(crate) mod tests {
             files: vec![staged_file("file:///w/a.parquet", 3)],
             ..empty
         };
-        let Staging::Stage(staged) = stage(
-            rec,
-            2,
-            BTreeMap::from([("iceberg:c:t".to_owned(), file)]),
-            2_000,
-        ) else {
+        let Staging::Stage(staged) = stage(rec, 2, BTreeMap::from([(target(), file)]), 2_000)
+        else {
             panic!("files to commit")
         };
         assert_eq!(

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::records::{BatchRecord, BatchState, CommitRecord, CommitState, DoneRecord};
+use crate::targets::id::TargetId;
 
 /// When a target's staged work is due (`[commit]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,24 +20,23 @@ pub struct CommitPolicy {
 }
 
 /// Whether `batch` waits for a commit to `target`.
-pub fn waits_for(batch: &BatchRecord, target: &str) -> bool {
+pub fn waits_for(batch: &BatchRecord, target: &TargetId) -> bool {
     batch.state == BatchState::Staged
         && batch.targets.contains_key(target)
         && !batch.committed.contains_key(target)
 }
 
 /// The target of a commit record's key, `commit/<target>/<id>`.
-pub fn target_of_commit_key(key: &str) -> Option<&str> {
-    key.strip_prefix("commit/")?
-        .rsplit_once('/')
-        .map(|(target, _)| target)
+pub fn target_of_commit_key(key: &str) -> Option<TargetId> {
+    let (target, _) = key.strip_prefix("commit/")?.rsplit_once('/')?;
+    target.parse().ok()
 }
 
 /// Every target with work: a staged batch not committed to it, or a commit record in flight.
 pub fn targets_with_work<'a>(
     batches: impl IntoIterator<Item = &'a BatchRecord>,
     commit_keys: impl IntoIterator<Item = &'a str>,
-) -> BTreeSet<String> {
+) -> BTreeSet<TargetId> {
     let mut targets = BTreeSet::new();
     for b in batches {
         if b.state == BatchState::Staged {
@@ -48,12 +48,7 @@ pub fn targets_with_work<'a>(
             );
         }
     }
-    targets.extend(
-        commit_keys
-            .into_iter()
-            .filter_map(target_of_commit_key)
-            .map(str::to_owned),
-    );
+    targets.extend(commit_keys.into_iter().filter_map(target_of_commit_key));
     targets
 }
 
@@ -72,7 +67,7 @@ pub enum Plan {
 /// to commit to `target` now; `force` commits whatever waits.
 pub fn plan<'a>(
     staged: impl IntoIterator<Item = &'a BatchRecord>,
-    target: &str,
+    target: &TargetId,
     now_ms: i64,
     policy: &CommitPolicy,
     force: bool,
@@ -113,10 +108,10 @@ pub fn plan<'a>(
 }
 
 /// The record of a new commit, written (pending) before the target is touched.
-pub fn begin(id: &str, target: &str, batches: Vec<String>, now_ms: i64) -> CommitRecord {
+pub fn begin(id: &str, target: &TargetId, batches: Vec<String>, now_ms: i64) -> CommitRecord {
     CommitRecord {
         id: id.to_owned(),
-        target: target.to_owned(),
+        target: target.clone(),
         batches,
         state: CommitState::Pending,
         created_ms: now_ms,
@@ -142,10 +137,8 @@ pub enum Mark {
 }
 
 /// Mark `batch` committed to `target` by commit `commit_id`.
-pub fn mark(mut batch: BatchRecord, target: &str, commit_id: &str, now_ms: i64) -> Mark {
-    batch
-        .committed
-        .insert(target.to_owned(), commit_id.to_owned());
+pub fn mark(mut batch: BatchRecord, target: &TargetId, commit_id: &str, now_ms: i64) -> Mark {
+    batch.committed.insert(target.clone(), commit_id.to_owned());
     if batch
         .targets
         .keys()
@@ -163,8 +156,8 @@ pub fn mark(mut batch: BatchRecord, target: &str, commit_id: &str, now_ms: i64) 
 /// Staged work waiting per target: (batches, files, rows).
 pub fn waiting_summary<'a>(
     batches: impl IntoIterator<Item = &'a BatchRecord>,
-) -> BTreeMap<String, (usize, usize, u64)> {
-    let mut out: BTreeMap<String, (usize, usize, u64)> = BTreeMap::new();
+) -> BTreeMap<TargetId, (usize, usize, u64)> {
+    let mut out: BTreeMap<TargetId, (usize, usize, u64)> = BTreeMap::new();
     for b in batches {
         for (t, files) in &b.targets {
             if waits_for(b, t) {
@@ -184,10 +177,15 @@ mod tests {
     use crate::protocol::batch::tests::staged_file;
     use crate::protocol::records::{Owner, TargetFiles};
 
-    const T: &str = "iceberg:c:t";
-    const M: &str = "maxcompute:p.t";
+    fn t() -> TargetId {
+        "iceberg:c:t".parse().unwrap()
+    }
 
-    fn batch(id: &str, hb: i64, files: usize, targets: &[&str]) -> BatchRecord {
+    fn m() -> TargetId {
+        "maxcompute:p.t".parse().unwrap()
+    }
+
+    fn batch(id: &str, hb: i64, files: usize, targets: &[TargetId]) -> BatchRecord {
         let owner = Owner {
             host: "h".into(),
             pid: 1,
@@ -200,7 +198,7 @@ mod tests {
                 .map(|i| staged_file(&format!("{id}-{i}"), 1))
                 .collect();
             b.targets.insert(
-                (*t).to_owned(),
+                t.clone(),
                 TargetFiles {
                     table: "t".into(),
                     rows: fs.len() as u64,
@@ -223,25 +221,25 @@ mod tests {
 
     #[test]
     fn work_is_due_by_age_files_or_force() {
-        let young = [batch("b2", 900, 1, &[T]), batch("b1", 950, 1, &[T])];
-        assert_eq!(plan(&young, T, 1_000, &policy(), false), Plan::Wait);
-        assert_eq!(plan(&young, M, 1_000, &policy(), true), Plan::Nothing);
+        let young = [batch("b2", 900, 1, &[t()]), batch("b1", 950, 1, &[t()])];
+        assert_eq!(plan(&young, &t(), 1_000, &policy(), false), Plan::Wait);
+        assert_eq!(plan(&young, &m(), 1_000, &policy(), true), Plan::Nothing);
         assert_eq!(
-            plan(&young, T, 1_000, &policy(), true),
+            plan(&young, &t(), 1_000, &policy(), true),
             Plan::Commit(vec!["b1".into(), "b2".into()]),
             "oldest id first"
         );
         assert_eq!(
-            plan(&young, T, 1_900, &policy(), false),
+            plan(&young, &t(), 1_900, &policy(), false),
             Plan::Commit(vec!["b1".into(), "b2".into()])
         );
         let many = [
-            batch("b1", 999, 3, &[T]),
-            batch("b2", 999, 3, &[T]),
-            batch("b3", 999, 3, &[T]),
+            batch("b1", 999, 3, &[t()]),
+            batch("b2", 999, 3, &[t()]),
+            batch("b3", 999, 3, &[t()]),
         ];
         assert_eq!(
-            plan(&many, T, 1_000, &policy(), false),
+            plan(&many, &t(), 1_000, &policy(), false),
             Plan::Commit(vec!["b1".into(), "b2".into()]),
             "max-files due, and a commit stops after the batch that reaches it"
         );
@@ -249,33 +247,33 @@ mod tests {
 
     #[test]
     fn committed_and_running_batches_are_not_chosen() {
-        let mut done = batch("b1", 0, 1, &[T, M]);
-        done.committed.insert(T.into(), "c0".into());
-        let mut running = batch("b2", 0, 1, &[T]);
+        let mut done = batch("b1", 0, 1, &[t(), m()]);
+        done.committed.insert(t(), "c0".into());
+        let mut running = batch("b2", 0, 1, &[t()]);
         running.state = BatchState::Running;
         let all = [done, running];
-        assert_eq!(plan(&all, T, 5_000, &policy(), true), Plan::Nothing);
+        assert_eq!(plan(&all, &t(), 5_000, &policy(), true), Plan::Nothing);
         assert_eq!(
-            plan(&all, M, 5_000, &policy(), false),
+            plan(&all, &m(), 5_000, &policy(), false),
             Plan::Commit(vec!["b1".into()])
         );
         let keys = ["commit/iceberg:c:other/c9"];
         let targets = targets_with_work(&all, keys);
         assert_eq!(
             targets.into_iter().collect::<Vec<_>>(),
-            ["iceberg:c:other", M]
+            ["iceberg:c:other".parse().unwrap(), m()]
         );
-        assert_eq!(waiting_summary(&all)[M], (1, 1, 1));
+        assert_eq!(waiting_summary(&all)[&m()], (1, 1, 1));
     }
 
     #[test]
     fn a_batch_finishes_with_its_last_target() {
-        let b = batch("b1", 0, 1, &[T, M]);
-        let Mark::Update(b) = mark(b, T, "c1", 10) else {
+        let b = batch("b1", 0, 1, &[t(), m()]);
+        let Mark::Update(b) = mark(b, &t(), "c1", 10) else {
             panic!("maxcompute still waits")
         };
-        assert_eq!(b.committed[T], "c1");
-        let Mark::Finish(done) = mark(b, M, "c2", 11) else {
+        assert_eq!(b.committed[&t()], "c1");
+        let Mark::Finish(done) = mark(b, &m(), "c2", 11) else {
             panic!("every target has it")
         };
         assert_eq!(done.committed.len(), 2);
@@ -286,7 +284,7 @@ mod tests {
     fn commit_keys_name_their_target() {
         assert_eq!(
             target_of_commit_key("commit/maxcompute:p.t/ds=1/c1"),
-            Some("maxcompute:p.t/ds=1")
+            Some("maxcompute:p.t/ds=1".parse().unwrap())
         );
         assert_eq!(target_of_commit_key("batch/x"), None);
     }

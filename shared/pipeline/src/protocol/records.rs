@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::RowKinds;
+use crate::targets::id::TargetId;
 
 fn short_hash(parts: &[&str], len: usize) -> String {
     let mut h = Sha256::new();
@@ -52,12 +53,12 @@ pub fn done_key(batch: &str) -> String {
 }
 
 /// `commit/<target>/`.
-pub fn commit_prefix(target: &str) -> String {
+pub fn commit_prefix(target: &TargetId) -> String {
     format!("commit/{target}/")
 }
 
 /// `lease/<target>`.
-pub fn lease_key(target: &str) -> String {
+pub fn lease_key(target: &TargetId) -> String {
     format!("lease/{target}")
 }
 
@@ -168,16 +169,16 @@ pub struct BatchRecord {
     /// Objects it staged.
     pub objects: u64,
     /// Files per target (set when staged).
-    pub targets: BTreeMap<String, TargetFiles>,
+    pub targets: BTreeMap<TargetId, TargetFiles>,
     /// The commit that took it, per target.
-    pub committed: BTreeMap<String, String>,
+    pub committed: BTreeMap<TargetId, String>,
 }
 
 /// A batch every target has committed (kept for deduplication).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DoneRecord {
     /// Commits per target.
-    pub committed: BTreeMap<String, String>,
+    pub committed: BTreeMap<TargetId, String>,
     /// When it finished.
     pub at_ms: i64,
 }
@@ -198,7 +199,7 @@ pub struct CommitRecord {
     /// The commit id (also in the snapshot summary).
     pub id: String,
     /// The target.
-    pub target: String,
+    pub target: TargetId,
     /// The batches it takes.
     pub batches: Vec<String>,
     /// Its state.
@@ -223,7 +224,7 @@ pub struct Lease {
 }
 
 /// `setup/<target>`: the save modes of a MaxCompute target ran.
-pub fn setup_key(target: &str) -> String {
+pub fn setup_key(target: &TargetId) -> String {
     format!("setup/{target}")
 }
 

@@ -1,23 +1,28 @@
-//! Commit: staged batches → one snapshot per table, exactly once. See the crate doc for the
-//! protocol and its crash points.
+//! The committer: staged batches → one commit per target, exactly once, under the target's
+//! lease. See [`crate::protocol`] for the protocol and its crash points; what a commit does to
+//! its table is the [`Target`]'s.
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
-use floe_checkpoint::{StoreExt, Version, now_ms};
+use floe_checkpoint::{CheckpointStore, StoreExt, Version, now_ms};
 use floe_core::{Error, ErrorKind, Result};
-use floe_iceberg::{
-    AppendOutcome, AppendRequest, CHECKPOINT_PROP, append_exactly_once, find_commit, load_table,
-    parse_ident,
-};
+use floe_storage::ObjectStore;
+use iceberg::Catalog;
 
-use crate::pipeline::Pipeline;
+use super::iceberg::IcebergTarget;
+use super::maxcompute::{MaxComputeTarget, MaxComputeTargets};
+use super::{PendingCommit, Target};
+use crate::config::FloeConfig;
+use crate::fault::Faults;
 use crate::protocol::commit::{self, CommitPolicy, Mark, Plan};
 use crate::protocol::lease::{self, Held};
 use crate::protocol::records::{
-    BatchRecord, CommitRecord, CommitState, Lease, batch_key, commit_prefix, done_key, lease_key,
+    BatchRecord, CommitRecord, CommitState, Lease, Owner, batch_key, commit_prefix, done_key,
+    lease_key,
 };
-use crate::targets::id::{iceberg_table, is_maxcompute};
+use crate::targets::id::TargetId;
 
 /// One target's commit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,9 +58,20 @@ pub struct CommitReport {
     pub waiting: Vec<String>,
 }
 
-impl Pipeline {
+/// What a committer works with: the checkpoint table, the targets' clients, and who it is.
+pub struct Committer<'a> {
+    pub(crate) checkpoint: &'a Arc<dyn CheckpointStore>,
+    pub(crate) catalog: &'a Arc<dyn Catalog>,
+    pub(crate) dead_letters: &'a Arc<dyn ObjectStore>,
+    pub(crate) faults: &'a Faults,
+    pub(crate) owner: &'a Owner,
+    pub(crate) config: &'a FloeConfig,
+    pub(crate) maxcompute: Option<&'a MaxComputeTargets>,
+}
+
+impl Committer<'_> {
     /// Commit every target with staged batches that is due (`force`: all of them now).
-    pub async fn commit(&self, force: bool) -> Result<CommitReport> {
+    pub(crate) async fn commit(&self, force: bool) -> Result<CommitReport> {
         let mut report = CommitReport::default();
         let batches = self.checkpoint.scan_json::<BatchRecord>("batch/").await?;
         let commits = self.checkpoint.scan("commit/").await?;
@@ -71,12 +87,12 @@ impl Pipeline {
 
     async fn commit_target(
         &self,
-        target: &str,
+        target: &TargetId,
         force: bool,
         report: &mut CommitReport,
     ) -> Result<()> {
         let Some(lease_version) = self.take_lease(target).await? else {
-            report.busy.push(target.to_owned());
+            report.busy.push(target.to_string());
             return Ok(());
         };
         self.faults.hit("commit.after-lease").await;
@@ -89,11 +105,11 @@ impl Pipeline {
         result
     }
 
-    async fn take_lease(&self, target: &str) -> Result<Option<Version>> {
+    async fn take_lease(&self, target: &TargetId) -> Result<Option<Version>> {
         let lease_ms = self.config.commit.lease_ms;
         let ttl = Some(Duration::from_millis(lease_ms));
         for _ in 0..3 {
-            let mine = lease::lease(&self.owner, now_ms(), lease_ms);
+            let mine = lease::lease(self.owner, now_ms(), lease_ms);
             if let Some(v) = self
                 .checkpoint
                 .insert_json(&lease_key(target), &mine, ttl)
@@ -109,7 +125,7 @@ impl Pipeline {
                 continue;
             };
             let dead = crate::host::is_dead_local_process(&held.owner);
-            match lease::judge(&held, &self.owner, dead) {
+            match lease::judge(&held, self.owner, dead) {
                 Held::Replace => {
                     self.checkpoint
                         .delete_if_version(&lease_key(target), &v)
@@ -123,7 +139,7 @@ impl Pipeline {
 
     async fn commit_under_lease(
         &self,
-        target: &str,
+        target: &TargetId,
         force: bool,
         report: &mut CommitReport,
     ) -> Result<()> {
@@ -148,7 +164,7 @@ impl Pipeline {
         let chosen = match commit::plan(staged, target, now_ms(), &policy, force) {
             Plan::Nothing => return Ok(()),
             Plan::Wait => {
-                report.waiting.push(target.to_owned());
+                report.waiting.push(target.to_string());
                 return Ok(());
             }
             Plan::Commit(chosen) => chosen,
@@ -198,61 +214,25 @@ impl Pipeline {
             .map(|(b, _)| b.targets.get(&target).map_or(0, |t| t.rows))
             .sum();
 
+        let handler = self.target(&target);
         let mut bad_rows = 0;
         if rec.state == CommitState::Pending {
-            let snapshot = if is_maxcompute(&target) {
-                // The session is committed (or found committed) in there; see `maxcompute`.
-                bad_rows = self
-                    .commit_maxcompute(key, &mut rec, &mut version, &batches)
-                    .await?;
-                None
-            } else {
-                let table_name = iceberg_table(&target)
-                    .ok_or_else(|| {
-                        Error::unexpected(format!("target {target} is not an iceberg table"))
-                    })?
-                    .to_owned();
-                let ident = parse_ident(&table_name)?;
-                let table = load_table(self.catalog.as_ref(), &ident)
-                    .await?
-                    .ok_or_else(|| {
-                        Error::new(
-                            ErrorKind::NotFound,
-                            format!("table {table_name} does not exist"),
-                        )
-                    })?;
-                let snapshot = if let Some(s) = find_commit(&table, &rec.id) {
-                    Some(s)
-                } else if files == 0 {
-                    None
-                } else {
-                    let mut data_files = Vec::with_capacity(files);
-                    for (b, _) in &batches {
-                        for f in &b.targets[&target].files {
-                            data_files.push(f.to_data_file(&table)?);
-                        }
-                    }
-                    let checkpoint = serde_json::json!({"batches": rec.batches, "rows": rows});
-                    let req = AppendRequest {
-                        table: ident.clone(),
-                        files: data_files,
-                        commit_id: rec.id.clone(),
-                        summary: HashMap::from([(
-                            CHECKPOINT_PROP.to_owned(),
-                            checkpoint.to_string(),
-                        )]),
-                        deadline: Instant::now()
-                            + Duration::from_millis(self.config.commit.timeout_ms),
+            let landed = match handler.is_in(self, &rec).await? {
+                Some(landed) => landed,
+                None => {
+                    let pending = PendingCommit {
+                        key,
+                        record: &mut rec,
+                        version: &mut version,
+                        batches: &batches,
+                        files,
+                        rows,
                     };
-                    match append_exactly_once(self.catalog.as_ref(), &req).await? {
-                        AppendOutcome::Committed { snapshot_id }
-                        | AppendOutcome::AlreadyCommitted { snapshot_id } => Some(snapshot_id),
-                    }
-                };
-                self.faults.hit("commit.after-append").await;
-                snapshot
+                    handler.commit(self, pending).await?
+                }
             };
-            rec = commit::landed(rec, snapshot);
+            bad_rows = landed.bad_rows;
+            rec = commit::landed(rec, landed.snapshot_id);
             version = self
                 .checkpoint
                 .update_json(key, &rec, &version, None)
@@ -265,10 +245,8 @@ impl Pipeline {
                 })?;
             self.faults.hit("commit.after-done").await;
         }
+        handler.cleanup(self, &target, &batches).await;
 
-        if is_maxcompute(&target) {
-            self.drop_staging_files(&target, &batches).await;
-        }
         // Mark the batches; a batch every target has committed becomes a done record.
         let ttl = Some(Duration::from_secs(
             self.config.ingest.dedupe_ttl_hours * 3600,
@@ -313,7 +291,7 @@ impl Pipeline {
         self.checkpoint.delete_if_version(key, &version).await?;
         tracing::info!(target = %target, commit_id = %rec.id, batches = rec.batches.len(), files, rows, bad_rows, snapshot_id = rec.snapshot_id, "commit finished");
         Ok(TargetCommit {
-            target,
+            target: target.to_string(),
             commit_id: rec.id,
             batches: rec.batches.len(),
             files,
@@ -325,8 +303,34 @@ impl Pipeline {
     }
 
     /// Staged work waiting per target: (batches, files, rows).
-    pub async fn staged_summary(&self) -> Result<BTreeMap<String, (usize, usize, u64)>> {
+    pub(crate) async fn staged_summary(&self) -> Result<BTreeMap<TargetId, (usize, usize, u64)>> {
         let batches = self.checkpoint.scan_json::<BatchRecord>("batch/").await?;
         Ok(commit::waiting_summary(batches.iter().map(|(_, b, _)| b)))
+    }
+
+    /// The target behind an id.
+    fn target(&self, id: &TargetId) -> Box<dyn Target> {
+        match id {
+            TargetId::Iceberg { table, .. } => Box::new(IcebergTarget::new(table)),
+            TargetId::MaxCompute { .. } => Box::new(MaxComputeTarget),
+        }
+    }
+
+    /// Save the commit record `rec` over `version` (a target records its progress in it).
+    pub(crate) async fn save_commit_record(
+        &self,
+        key: &str,
+        rec: &CommitRecord,
+        version: &Version,
+    ) -> Result<Version> {
+        self.checkpoint
+            .update_json(key, rec, version, None)
+            .await?
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Conflict,
+                    format!("commit record {key} changed under its committer"),
+                )
+            })
     }
 }

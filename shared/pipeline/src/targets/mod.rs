@@ -1,8 +1,73 @@
-//! Targets: where staged files are committed. A target id names a destination table
-//! ([`id`]); the committer ([`commit`]) takes staged batches to each target exactly once under
-//! its lease; Iceberg appends the files in one snapshot, MaxCompute uploads their rows in one
-//! tunnel session ([`maxcompute`]).
+//! Targets: where staged files are committed.
+//!
+//! - [`id`]: a target's id, [`TargetId`] (an Iceberg table, a MaxCompute table or partition).
+//! - [`commit`]: the committer, which takes staged batches to each target exactly once under
+//!   the target's lease, through the [`Target`] seam below.
+//! - [`iceberg`]: an Iceberg table: the files appended in one snapshot.
+//! - [`maxcompute`]: a MaxCompute table: the files' rows uploaded in one tunnel session.
+//!
+//! A target answers two questions for the committer: is this commit in ([`Target::is_in`]),
+//! and commit these staged files under this commit id ([`Target::commit`]). What it needs
+//! staged besides the Parquet files (a MaxCompute target's table and route options) is recorded
+//! with the batch when it stages.
 
 pub mod commit;
+pub mod iceberg;
 pub mod id;
 pub mod maxcompute;
+
+use floe_checkpoint::Version;
+use floe_core::Result;
+
+pub use commit::Committer;
+pub use id::TargetId;
+
+use crate::protocol::records::{BatchRecord, CommitRecord};
+
+/// What a target holds once a commit is in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Landed {
+    /// The snapshot (an Iceberg table).
+    pub snapshot_id: Option<i64>,
+    /// Rows the target could not take, set aside under the route's `on-error`.
+    pub bad_rows: u64,
+}
+
+/// A pending commit a target works on.
+pub struct PendingCommit<'a> {
+    /// Its key in the checkpoint table.
+    pub key: &'a str,
+    /// Its record; a target that records progress in it (a MaxCompute session) saves it with
+    /// [`Committer::save_commit_record`].
+    pub record: &'a mut CommitRecord,
+    /// The record's version.
+    pub version: &'a mut Version,
+    /// The batches it takes, with their versions (a batch already finished is not among them).
+    pub batches: &'a [(BatchRecord, Version)],
+    /// Data files of those batches for this target.
+    pub files: usize,
+    /// Rows in them.
+    pub rows: u64,
+}
+
+/// One destination table; see the module doc.
+#[async_trait::async_trait]
+pub trait Target: Send + Sync {
+    /// Whether the target already holds the commit `record` names (a crash or a lost answer
+    /// after it went in): `Some` with what landed, else `None`.
+    async fn is_in(&self, cx: &Committer<'_>, record: &CommitRecord) -> Result<Option<Landed>>;
+
+    /// Commit the staged files of the pending commit's batches under its id. Called only when
+    /// [`Target::is_in`] said no; it must still be safe to call again after a crash anywhere in
+    /// it (the next committer calls `is_in`, then this, with the same record).
+    async fn commit(&self, cx: &Committer<'_>, pending: PendingCommit<'_>) -> Result<Landed>;
+
+    /// After the commit is done: remove what only this target needed (best effort).
+    async fn cleanup(
+        &self,
+        _cx: &Committer<'_>,
+        _id: &TargetId,
+        _batches: &[(BatchRecord, Version)],
+    ) {
+    }
+}

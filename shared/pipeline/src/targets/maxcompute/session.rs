@@ -1,0 +1,149 @@
+//! Writing a commit's staged rows into a tunnel session: one upload block per row group (ids by
+//! position), or every row into an upsert session.
+
+use std::collections::{BTreeSet, HashMap};
+
+use floe_core::{Error, ErrorKind, Result};
+use floe_maxcompute::upload::MAX_BLOCK_ID;
+use floe_maxcompute::{
+    BatchConverter, MaxComputeSinkConfig, RowKind, TableMeta, UploadSession, UpsertSession,
+};
+use floe_tunnel_codec::BlockEncoder;
+use iceberg::table::Table;
+
+use super::Part;
+use super::bad_rows::{KindColumn, bad_row, row_error_reason};
+use super::readback::read_error;
+use crate::protocol::records::CommitRecord;
+use crate::targets::Committer;
+
+impl Committer<'_> {
+    /// Write the blocks the session lacks (all of them for a new one); returns every block id of
+    /// the commit and the rows set aside.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn upload_blocks(
+        &self,
+        s: &UploadSession,
+        have: &BTreeSet<u32>,
+        parts: &[Part<'_>],
+        meta: &TableMeta,
+        cfg: &MaxComputeSinkConfig,
+        rec: &CommitRecord,
+        tables: &mut HashMap<String, Table>,
+    ) -> Result<(Vec<u32>, u64)> {
+        let mut blocks = Vec::new();
+        let mut bad_rows = 0;
+        let mut next: u32 = 0;
+        for (fi, part) in parts.iter().enumerate() {
+            let file = self
+                .open_staged(tables, &part.staged.table, &part.file.path)
+                .await?;
+            let conv = BatchConverter::new(&meta.columns, file.schema(), &cfg.datetime_format)
+                .map_err(|e| e.while_doing(format!("staged file {}", part.file.path)))?;
+            for rg in 0..file.row_groups() {
+                let id = next;
+                if id > MAX_BLOCK_ID {
+                    return Err(Error::invalid_input(format!(
+                        "a commit to maxcompute table {} takes more than {} row groups; lower commit.max-files",
+                        meta.id,
+                        MAX_BLOCK_ID + 1
+                    ))
+                    .with_retryable(false));
+                }
+                next += 1;
+                blocks.push(id);
+                if have.contains(&id) {
+                    // Written before a crash; its bad rows were set aside before it was.
+                    continue;
+                }
+                let mut enc = BlockEncoder::new(&meta.columns);
+                let mut bad = Vec::new();
+                let mut line = file.first_row(rg);
+                let mut row = Vec::new();
+                for batch in file.row_group(rg)? {
+                    let batch = batch.map_err(|e| read_error(&part.file.path, e))?;
+                    let kinds = KindColumn::new(&part.detail.row_kinds, &batch)?;
+                    let prepared = conv.prepare(&batch)?;
+                    for i in 0..batch.num_rows() {
+                        let refused = match kinds.kind(i) {
+                            Ok(RowKind::Insert) => None,
+                            Ok(_) if kinds.changelog => None,
+                            Ok(RowKind::UpdateBefore) => RowKind::UpdateBefore
+                                .operation()
+                                .err()
+                                .map(|e| e.to_string()),
+                            Ok(_) => Some(format!(
+                                "update and delete rows need an upsert session, and maxcompute table {} has no primary key",
+                                meta.id
+                            )),
+                            Err(e) => Some(e.to_string()),
+                        };
+                        let outcome = match refused {
+                            Some(reason) => Err(reason),
+                            None => match prepared.row(i, &mut row) {
+                                Err(e) => Err(row_error_reason(&e)),
+                                Ok(()) => match enc.write_record(&row) {
+                                    Ok(()) => Ok(()),
+                                    Err(e) if e.kind() == ErrorKind::InvalidInput => {
+                                        Err(e.to_string())
+                                    }
+                                    Err(e) => return Err(e),
+                                },
+                            },
+                        };
+                        if let Err(reason) = outcome {
+                            bad.push(bad_row(&batch, i, line + i as u64, reason));
+                        }
+                    }
+                    line += batch.num_rows() as u64;
+                }
+                bad_rows += self.set_aside(rec, part, fi, rg, bad).await?;
+                s.write_block(id, enc.finish()).await?;
+            }
+        }
+        Ok((blocks, bad_rows))
+    }
+
+    /// Send every row of the commit to an upsert session (not flushed); returns the rows set
+    /// aside.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn upsert_rows(
+        &self,
+        s: &mut UpsertSession,
+        parts: &[Part<'_>],
+        meta: &TableMeta,
+        cfg: &MaxComputeSinkConfig,
+        rec: &CommitRecord,
+        tables: &mut HashMap<String, Table>,
+    ) -> Result<u64> {
+        let mut bad_rows = 0;
+        for (fi, part) in parts.iter().enumerate() {
+            let file = self
+                .open_staged(tables, &part.staged.table, &part.file.path)
+                .await?;
+            let conv = BatchConverter::new(s.schema(), file.schema(), &cfg.datetime_format)
+                .map_err(|e| e.while_doing(format!("staged file {}", part.file.path)))?;
+            for rg in 0..file.row_groups() {
+                let mut bad = Vec::new();
+                let mut line = file.first_row(rg);
+                for batch in file.row_group(rg)? {
+                    let batch = batch.map_err(|e| read_error(&part.file.path, e))?;
+                    let kinds = KindColumn::new(&part.detail.row_kinds, &batch)?;
+                    let errors = s.write_batch(&conv, &batch, |i| kinds.kind(i)).await?;
+                    for e in errors {
+                        bad.push(bad_row(
+                            &batch,
+                            e.row,
+                            line + e.row as u64,
+                            row_error_reason(&e),
+                        ));
+                    }
+                    line += batch.num_rows() as u64;
+                }
+                bad_rows += self.set_aside(rec, part, fi, rg, bad).await?;
+            }
+        }
+        tracing::debug!(table = %meta.id, rows = s.rows_sent(), "maxcompute upsert rows sent");
+        Ok(bad_rows)
+    }
+}
