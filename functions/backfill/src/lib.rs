@@ -213,7 +213,7 @@ impl BackfillSource for Pipeline {
         req: &BackfillRequest,
         stop_at: Deadline,
     ) -> Result<BackfillReport> {
-        match &self.config.source {
+        match &self.config().source {
             SourceConfig::Local { bucket, .. } => {
                 if let Some(b) = &req.bucket
                     && b != bucket

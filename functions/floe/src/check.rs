@@ -23,12 +23,12 @@ pub async fn check(args: ConfigCheckArgs) -> Result<ExitCode> {
         pipeline.check_source().await?;
         println!("reached: source");
         pipeline
-            .catalog
+            .catalog()
             .list_namespaces(None)
             .await
             .map_err(from_iceberg)
             .map_err(|e| e.while_doing("failed to list the catalog's namespaces"))?;
-        println!("reached: catalog {}", pipeline.catalog_name);
+        println!("reached: catalog {}", pipeline.catalog_name());
     }
     println!("ok: {}", args.config.config.display());
     Ok(ExitCode::SUCCESS)

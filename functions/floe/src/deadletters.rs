@@ -293,7 +293,7 @@ pub async fn replay(args: ReplayArgs) -> Result<ExitCode> {
     }
     let config = FloeConfig::load(&args.config.config)?;
     let pipeline = Pipeline::open(config).await?;
-    let files = read_all(pipeline.dead_letters.as_ref()).await?;
+    let files = read_all(pipeline.dead_letters().as_ref()).await?;
     let objects = lettered_objects(&files);
     let by_object: BTreeMap<(String, String), &LetteredObject> = objects
         .iter()
@@ -305,7 +305,7 @@ pub async fn replay(args: ReplayArgs) -> Result<ExitCode> {
         asked.extend(objects.iter().map(|o| (o.bucket.clone(), o.key.clone())));
     } else {
         for a in &args.objects {
-            let o = resolve_object(a, &pipeline.config.source, &objects)?;
+            let o = resolve_object(a, &pipeline.config().source, &objects)?;
             if !asked.contains(&o) {
                 asked.push(o);
             }

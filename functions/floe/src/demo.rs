@@ -174,9 +174,9 @@ pub async fn demo(args: DemoArgs) -> Result<ExitCode> {
     let report = pipeline.run_once(true).await?;
     crate::output::print_report(&report);
     println!();
-    let tables = crate::tables::all_tables(pipeline.catalog.as_ref()).await?;
+    let tables = crate::tables::all_tables(pipeline.catalog().as_ref()).await?;
     for t in &tables {
-        crate::tables::describe(pipeline.catalog.as_ref(), t, 5).await?;
+        crate::tables::describe(pipeline.catalog().as_ref(), t, 5).await?;
         println!();
     }
     print_dead_letters(&pipeline).await?;
@@ -194,12 +194,12 @@ pub async fn demo(args: DemoArgs) -> Result<ExitCode> {
 
 /// The last few dead-letter files, a few letters each (`floe dead-letters list` shows all).
 async fn print_dead_letters(pipeline: &floe_pipeline::Pipeline) -> Result<()> {
-    let store = pipeline.dead_letters.as_ref();
+    let store = pipeline.dead_letters().as_ref();
     let files = floe_pipeline::deadletter::list_files(store).await?;
     println!(
         "dead letters ({} files in {}):",
         files.len(),
-        pipeline.config.dead_letter.location()
+        pipeline.config().dead_letter.location()
     );
     for meta in files.iter().rev().take(3) {
         let f = floe_pipeline::deadletter::read_file(store, &meta.key).await?;

@@ -23,7 +23,7 @@ pub async fn open(config: &std::path::Path) -> Result<Pipeline> {
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let mut pipeline = open(&args.config.config).await?;
     if args.progress {
-        pipeline.progress = Some(Arc::new(|event| match event {
+        pipeline.set_progress(Arc::new(|event| match event {
             ProgressEvent::Reading { change, read } => {
                 let pct = change
                     .size

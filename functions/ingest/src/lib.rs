@@ -141,7 +141,7 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
     let mut outcomes: Vec<Option<Outcome>> = (0..changes.len()).map(|_| None).collect();
     let stop_at = ctx.deadline.with_margin(deps.stop_margin);
     let mut summary = Summary::default();
-    let limit = deps.pipeline.config.ingest.batch_objects.max(1);
+    let limit = deps.pipeline.config().ingest.batch_objects.max(1);
     let mut start = 0;
     while start < changes.len() {
         let mut end = start;

@@ -100,7 +100,7 @@ impl PollReport {
 #[async_trait::async_trait]
 impl PollSource for Pipeline {
     async fn poll_until(&self, stop_at: Deadline) -> Result<PollReport> {
-        match &self.config.source {
+        match &self.config().source {
             SourceConfig::Local { .. } => {
                 let (run, complete) = self.ingest_local_until(stop_at.instant(), &[]).await?;
                 Ok(PollReport::from_run(&run, complete))

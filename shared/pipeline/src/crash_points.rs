@@ -76,10 +76,12 @@ async fn pipeline(dir: &Path, catalog: &Arc<dyn Catalog>, faults: Faults) -> Pip
     let mut config = FloeConfig::from_raw(raw, dir).unwrap();
     config.ingest.claim_timeout_ms = TIMEOUT_MS;
     config.commit.lease_ms = TIMEOUT_MS;
-    let mut p = Pipeline::open(config).await.unwrap();
-    p.catalog = catalog.clone();
-    p.faults = faults;
-    p
+    Pipeline::builder(config)
+        .catalog(catalog.clone())
+        .faults(faults)
+        .build()
+        .await
+        .unwrap()
 }
 
 /// The ids in `t.events`, sorted.
@@ -108,7 +110,7 @@ async fn crash_and_recover(point: &str) {
         let crashed = pipeline(dir.path(), &catalog, Faults::halt_at(point)).await;
         tokio::select! {
             r = crashed.run_once(true) => panic!("{point}: the pass ended without reaching the point: {r:?}"),
-            () = crashed.faults.halted() => {}
+            () = crashed.faults().halted() => {}
         }
     }
     tokio::time::sleep(Duration::from_millis(TIMEOUT_MS + 10)).await;

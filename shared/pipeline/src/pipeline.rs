@@ -15,25 +15,11 @@ use crate::fault::Faults;
 use crate::ingest::route::Router;
 use crate::protocol::records::Owner;
 use crate::sources::CloudSource;
-use crate::sources::stores::{BucketStores, open_object_store_checkpoint, open_s3};
+use crate::sources::stores::{
+    BucketStores, SingleStore, StoreResolver, open_object_store_checkpoint, open_s3,
+};
 use crate::targets::commit::CommitReport;
 use crate::targets::{Committer, TargetId};
-
-/// Finds the object store holding a changed object.
-pub trait StoreResolver: Send + Sync + fmt::Debug {
-    /// The store for `change`'s bucket.
-    fn store(&self, change: &ObjectChange) -> Result<Arc<dyn ObjectStore>>;
-}
-
-/// One store for every change (a local folder, or a single-bucket source).
-#[derive(Debug)]
-pub struct SingleStore(pub Arc<dyn ObjectStore>);
-
-impl StoreResolver for SingleStore {
-    fn store(&self, _change: &ObjectChange) -> Result<Arc<dyn ObjectStore>> {
-        Ok(self.0.clone())
-    }
-}
 
 /// What progress reports.
 #[derive(Debug, Clone, Copy)]
@@ -61,34 +47,141 @@ pub enum ProgressEvent<'a> {
 /// Progress callback.
 pub type Progress = Arc<dyn Fn(ProgressEvent<'_>) + Send + Sync>;
 
-/// Everything ingest and commit need.
+/// Everything ingest and commit need, built once per process by [`Pipeline::open`] or
+/// [`Pipeline::builder`].
 pub struct Pipeline {
-    /// The configuration.
-    pub config: Arc<FloeConfig>,
-    /// The checkpoint table.
-    pub checkpoint: Arc<dyn CheckpointStore>,
+    pub(crate) config: Arc<FloeConfig>,
+    pub(crate) checkpoint: Arc<dyn CheckpointStore>,
     /// Where objects are read from.
-    pub stores: Arc<dyn StoreResolver>,
-    /// Where dead letters go.
-    pub dead_letters: Arc<dyn ObjectStore>,
-    /// The Iceberg catalog.
-    pub catalog: Arc<dyn Catalog>,
+    pub(crate) stores: Arc<dyn StoreResolver>,
+    pub(crate) dead_letters: Arc<dyn ObjectStore>,
+    pub(crate) catalog: Arc<dyn Catalog>,
     /// The catalog's name (part of target ids).
-    pub catalog_name: String,
-    /// The routes.
-    pub router: Router,
+    pub(crate) catalog_name: String,
+    pub(crate) router: Router,
     /// Injected faults (tests).
-    pub faults: Faults,
-    /// Who this process is.
-    pub owner: Owner,
+    pub(crate) faults: Faults,
+    /// Who this process is (batch and lease owner).
+    pub(crate) owner: Owner,
     /// TTL of object records (None: kept forever, as the local folder source needs).
-    pub dedupe_ttl: Option<Duration>,
-    /// Progress reporting.
-    pub progress: Option<Progress>,
-    /// The MaxCompute target (`[maxcompute]`), connected on first use.
-    pub maxcompute: Option<Arc<crate::targets::maxcompute::MaxComputeTargets>>,
+    pub(crate) dedupe_ttl: Option<Duration>,
+    pub(crate) progress: Option<Progress>,
+    /// The `[maxcompute]` targets, connected on first use.
+    pub(crate) maxcompute: Option<Arc<crate::targets::maxcompute::MaxComputeTargets>>,
     /// The bucket or queue source (None for a local folder).
-    pub cloud: Option<Arc<CloudSource>>,
+    pub(crate) cloud: Option<Arc<CloudSource>>,
+}
+
+/// Builds a [`Pipeline`]: every part from the configuration unless given.
+pub struct PipelineBuilder {
+    config: FloeConfig,
+    checkpoint: Option<Arc<dyn CheckpointStore>>,
+    catalog: Option<Arc<dyn Catalog>>,
+    faults: Option<Faults>,
+    progress: Option<Progress>,
+}
+
+impl PipelineBuilder {
+    /// Use this checkpoint table instead of `[checkpoint]`'s.
+    pub fn checkpoint(mut self, checkpoint: Arc<dyn CheckpointStore>) -> Self {
+        self.checkpoint = Some(checkpoint);
+        self
+    }
+
+    /// Use this catalog instead of opening `[iceberg]`'s.
+    pub fn catalog(mut self, catalog: Arc<dyn Catalog>) -> Self {
+        self.catalog = Some(catalog);
+        self
+    }
+
+    /// Inject these faults (tests) instead of those `FLOE_FAULT` names.
+    pub fn faults(mut self, faults: Faults) -> Self {
+        self.faults = Some(faults);
+        self
+    }
+
+    /// Report progress to `progress`.
+    pub fn progress(mut self, progress: Progress) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// Open what was not given (checkpoint table, source stores and queue, dead-letter store,
+    /// catalog); no request is made to the targets.
+    pub async fn build(self) -> Result<Pipeline> {
+        let config = self.config;
+        let checkpoint: Arc<dyn CheckpointStore> = match (self.checkpoint, &config.checkpoint) {
+            (Some(c), _) => c,
+            (None, CheckpointConfig::Sqlite { path }) => Arc::new(SqliteStore::open(path).await?),
+            (
+                None,
+                CheckpointConfig::ObjectStore {
+                    provider,
+                    bucket,
+                    prefix,
+                    store,
+                },
+            ) => open_object_store_checkpoint(*provider, bucket, prefix, store).await?,
+        };
+        let (stores, dedupe_ttl, cloud) = open_source(&config, &checkpoint).await?;
+        let dead_letters = open_dead_letters(&config.dead_letter).await?;
+        let catalog = match self.catalog {
+            Some(c) => c,
+            None => floe_iceberg::open_catalog(&config.catalog).await?,
+        };
+        let router = Router::new(&config.routes)?;
+        let maxcompute = config
+            .maxcompute
+            .clone()
+            .map(|c| Arc::new(crate::targets::maxcompute::MaxComputeTargets::new(c)));
+        Ok(Pipeline {
+            catalog_name: config.catalog.name.clone(),
+            config: Arc::new(config),
+            checkpoint,
+            stores,
+            dead_letters,
+            catalog,
+            router,
+            faults: self.faults.unwrap_or_else(Faults::from_env),
+            owner: crate::host::this_process(),
+            dedupe_ttl,
+            progress: self.progress,
+            maxcompute,
+            cloud,
+        })
+    }
+}
+
+/// The source's stores, the object records' TTL, and the cloud source (None for a folder).
+async fn open_source(
+    config: &FloeConfig,
+    checkpoint: &Arc<dyn CheckpointStore>,
+) -> Result<(
+    Arc<dyn StoreResolver>,
+    Option<Duration>,
+    Option<Arc<CloudSource>>,
+)> {
+    Ok(match &config.source {
+        SourceConfig::Local { folder, bucket, .. } => {
+            // A folder that is not there is a mistake in the file (a typo), not an empty
+            // bucket: say so rather than land nothing.
+            if !folder.is_dir() {
+                return Err(floe_core::Error::config(
+                    "source.folder",
+                    format!("{} is not a folder", folder.display()),
+                ));
+            }
+            let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(folder, bucket)?);
+            (Arc::new(SingleStore(store)), None, None)
+        }
+        SourceConfig::Cloud(c) => {
+            let first = c.listing.as_ref().map(|l| l.bucket.as_str());
+            let stores = BucketStores::open(c.provider, &c.store, first).await?;
+            let ttl = Duration::from_secs(config.ingest.dedupe_ttl_hours * 3600);
+            let source = CloudSource::open(c, checkpoint.clone()).await?;
+            (Arc::new(stores), Some(ttl), Some(Arc::new(source)))
+        }
+    })
 }
 
 impl fmt::Debug for Pipeline {
@@ -126,59 +219,53 @@ impl Pipeline {
 
     /// Build the pipeline for a configuration: checkpoint table, source store, catalog.
     pub async fn open(config: FloeConfig) -> Result<Self> {
-        let checkpoint: Arc<dyn CheckpointStore> = match &config.checkpoint {
-            CheckpointConfig::Sqlite { path } => Arc::new(SqliteStore::open(path).await?),
-            CheckpointConfig::ObjectStore {
-                provider,
-                bucket,
-                prefix,
-                store,
-            } => open_object_store_checkpoint(*provider, bucket, prefix, store).await?,
-        };
-        let (stores, dedupe_ttl, cloud): (Arc<dyn StoreResolver>, Option<Duration>, _) =
-            match &config.source {
-                SourceConfig::Local { folder, bucket, .. } => {
-                    // A folder that is not there is a mistake in the file (a typo), not an
-                    // empty bucket: say so rather than land nothing.
-                    if !folder.is_dir() {
-                        return Err(floe_core::Error::config(
-                            "source.folder",
-                            format!("{} is not a folder", folder.display()),
-                        ));
-                    }
-                    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(folder, bucket)?);
-                    (Arc::new(SingleStore(store)), None, None)
-                }
-                SourceConfig::Cloud(c) => {
-                    let first = c.listing.as_ref().map(|l| l.bucket.as_str());
-                    let stores = BucketStores::open(c.provider, &c.store, first).await?;
-                    let ttl = Duration::from_secs(config.ingest.dedupe_ttl_hours * 3600);
-                    let source = CloudSource::open(c, checkpoint.clone()).await?;
-                    (Arc::new(stores), Some(ttl), Some(Arc::new(source)))
-                }
-            };
-        let dead_letters = open_dead_letters(&config.dead_letter).await?;
-        let catalog = floe_iceberg::open_catalog(&config.catalog).await?;
-        let router = Router::new(&config.routes)?;
-        let maxcompute = config
-            .maxcompute
-            .clone()
-            .map(|c| Arc::new(crate::targets::maxcompute::MaxComputeTargets::new(c)));
-        Ok(Pipeline {
-            catalog_name: config.catalog.name.clone(),
-            config: Arc::new(config),
-            checkpoint,
-            stores,
-            dead_letters,
-            catalog,
-            router,
-            faults: Faults::from_env(),
-            owner: crate::host::this_process(),
-            dedupe_ttl,
+        Self::builder(config).build().await
+    }
+
+    /// A builder for the pipeline of `config`, to replace some of its parts.
+    pub fn builder(config: FloeConfig) -> PipelineBuilder {
+        PipelineBuilder {
+            config,
+            checkpoint: None,
+            catalog: None,
+            faults: None,
             progress: None,
-            maxcompute,
-            cloud,
-        })
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FloeConfig {
+        &self.config
+    }
+
+    /// The Iceberg catalog.
+    pub fn catalog(&self) -> &Arc<dyn Catalog> {
+        &self.catalog
+    }
+
+    /// The catalog's name.
+    pub fn catalog_name(&self) -> &str {
+        &self.catalog_name
+    }
+
+    /// Where dead letters go.
+    pub fn dead_letters(&self) -> &Arc<dyn ObjectStore> {
+        &self.dead_letters
+    }
+
+    /// The checkpoint table.
+    pub fn checkpoint(&self) -> &Arc<dyn CheckpointStore> {
+        &self.checkpoint
+    }
+
+    /// The injected faults (tests).
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// Report progress to `progress` from now on.
+    pub fn set_progress(&mut self, progress: Progress) {
+        self.progress = Some(progress);
     }
 }
 

@@ -54,7 +54,6 @@ pub use backfill::{BackfillReport, PrefixProgress};
 pub use queue::PollReport;
 
 use crate::config::{CloudSourceConfig, QueueConfig};
-use crate::pipeline::Pipeline;
 use crate::protocol::claim::normalize_etag;
 
 /// A cloud source, opened: its cursor, its queue (if any) and the rate limiter its queue and
@@ -197,18 +196,6 @@ fn source_option(e: Error, section: &str) -> Error {
 pub(crate) fn normalized(mut c: ObjectChange) -> ObjectChange {
     c.etag = c.etag.as_deref().map(normalize_etag);
     c
-}
-
-impl Pipeline {
-    /// The cloud source, or an error saying the configuration has none.
-    pub fn cloud_source(&self) -> Result<&Arc<CloudSource>> {
-        self.cloud.as_ref().ok_or_else(|| {
-            Error::config(
-                "source.type",
-                "this needs a bucket or queue source (s3, oss, mns or sqs), not a local folder",
-            )
-        })
-    }
 }
 
 #[cfg(test)]

@@ -9,10 +9,13 @@
 
 use std::time::{Duration, Instant};
 
-use floe_core::Result;
+use std::sync::Arc;
+
 use floe_core::retry::{Retry, RetryPolicy};
+use floe_core::{Error, Result};
 use futures::FutureExt;
 
+use super::CloudSource;
 use crate::passes::RunReport;
 use crate::pipeline::Pipeline;
 use crate::sources::backfill::BackfillStop;
@@ -28,6 +31,16 @@ fn far_deadline() -> Instant {
 }
 
 impl Pipeline {
+    /// The cloud source, or an error saying the configuration has none.
+    pub fn cloud_source(&self) -> Result<&Arc<CloudSource>> {
+        self.cloud.as_ref().ok_or_else(|| {
+            Error::config(
+                "source.type",
+                "this needs a bucket or queue source (s3, oss, mns or sqs), not a local folder",
+            )
+        })
+    }
+
     /// One round until `deadline`: listing (while in progress), then the queue.
     async fn cloud_round(&self, deadline: Instant) -> Result<RunReport> {
         let src = self.cloud_source()?.clone();

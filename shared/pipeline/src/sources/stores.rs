@@ -8,6 +8,7 @@
 //! resolver stays synchronous.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use floe_checkpoint::{CheckpointStore, ObjectStoreCheckpoint};
@@ -15,11 +16,26 @@ use floe_core::{Error, ErrorKind, ObjectChange, Provider, Result};
 use floe_storage::{ObjectStore, S3Store, S3StoreConfig, probe_conditional_writes};
 
 use crate::config::StoreSettings;
-use crate::pipeline::StoreResolver;
 
 /// The bucket name the template client is built with when no bucket is known yet (it is only
 /// ever used through [`S3Store::with_bucket`]).
 const UNBOUND: &str = "floe-unbound";
+
+/// Finds the object store holding a changed object.
+pub trait StoreResolver: Send + Sync + fmt::Debug {
+    /// The store for `change`'s bucket.
+    fn store(&self, change: &ObjectChange) -> Result<Arc<dyn ObjectStore>>;
+}
+
+/// One store for every change (a local folder, or a single-bucket source).
+#[derive(Debug)]
+pub struct SingleStore(pub Arc<dyn ObjectStore>);
+
+impl StoreResolver for SingleStore {
+    fn store(&self, _change: &ObjectChange) -> Result<Arc<dyn ObjectStore>> {
+        Ok(self.0.clone())
+    }
+}
 
 /// Build an [`S3Store`] for `bucket` with `settings`.
 pub async fn open_s3(
