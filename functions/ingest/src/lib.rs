@@ -17,17 +17,17 @@
 //! fails the invocation, `Retryable` when a later try can succeed (busy object, network,
 //! deadline), else `NonRetryable`; redelivered changes already staged are duplicates.
 //!
-//! Changes are ingested in batches of whole messages (`ingest.batch-objects`); no batch starts
-//! within [`Deps::stop_margin`] of the deadline, and the messages left are answered as
-//! unfinished.
-
-pub mod trigger;
+//! Messages are read by the event model (`floe_core::event::pushed_messages`, FC's MNS
+//! envelopes included) and landed by `Pipeline::land`, the pull loop's way too: batches of whole
+//! messages (`ingest.batch-objects`, `ingest.batch-bytes`), none started within
+//! [`Deps::stop_margin`] of the deadline; the messages left are answered as unfinished.
 
 use std::time::Duration;
 
-use floe_core::event::{ParseOptions, parse_payload};
-use floe_core::{Error, ObjectChange, Result};
-use floe_pipeline::protocol::ack::{Ack, ack};
+use floe_core::event::{ParseOptions, pushed_messages};
+use floe_core::{Error, Result};
+use floe_pipeline::protocol::ack::Ack;
+use floe_pipeline::sources::land::{Delivery, Landing};
 use floe_pipeline::{Outcome, Pipeline};
 use floe_runtime::{Event, Function, Metric, Output};
 use serde_json::{Value, json};
@@ -61,75 +61,35 @@ impl Function for Deps {
     }
 }
 
-/// One delivered message and what it carried.
-#[derive(Debug)]
-struct Delivered {
-    id: Option<String>,
-    /// From an SQS event source (answers with partial batch failures).
-    sqs: bool,
-    changes: Result<Vec<ObjectChange>>,
-}
-
-/// Read a payload into its messages.
-fn delivered(payload: &[u8], opts: &ParseOptions) -> Result<Vec<Delivered>> {
-    let mut out = Vec::new();
-    if let Some(messages) = trigger::mns_messages(payload)? {
-        for m in messages {
-            let changes = parse_payload(&m.body, opts).and_then(|parsed| {
-                let mut changes = Vec::new();
-                for inner in parsed.messages {
-                    changes.extend(inner.changes?);
-                }
-                for c in &mut changes {
-                    c.message_id = c.message_id.take().or_else(|| m.id.clone());
-                }
-                Ok(changes)
-            });
-            out.push(Delivered {
-                id: m.id,
-                sqs: false,
-                changes,
-            });
-        }
-        return Ok(out);
-    }
-    for m in parse_payload(payload, opts)?.messages {
-        for (name, reason) in &m.ignored {
-            tracing::info!(event_name = %name, reason, "event ignored");
-        }
-        out.push(Delivered {
-            sqs: m.receipt_handle.is_some(),
-            id: m.id,
-            changes: m.changes,
-        });
-    }
-    Ok(out)
-}
-
 /// Handle one invocation; see the crate doc.
 pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
     let ctx = &event.context;
-    let messages = delivered(event.body(), &deps.parse)?;
+    let messages = pushed_messages(event.body(), &deps.parse)?;
     let sqs = messages.iter().any(|m| m.sqs);
     ctx.metrics.count(Metric::Messages, messages.len() as u64);
 
-    // Flatten; each message keeps the range of its changes.
-    let mut changes: Vec<ObjectChange> = Vec::new();
-    let mut ranges = Vec::with_capacity(messages.len());
+    // The readable messages are delivered; each keeps its place among the messages.
+    let mut deliveries: Vec<Delivery> = Vec::new();
+    let mut delivered = Vec::with_capacity(messages.len());
     for m in &messages {
+        for (name, reason) in &m.ignored {
+            tracing::info!(event_name = %name, reason, "event ignored");
+        }
         match &m.changes {
             Ok(c) => {
-                ranges.push(Some(changes.len()..changes.len() + c.len()));
-                changes.extend(c.iter().cloned());
+                delivered.push(Some(deliveries.len()));
+                deliveries.push(Delivery { changes: c.clone() });
             }
             Err(e) => {
                 tracing::warn!(message_id = m.id.as_deref().unwrap_or("-"), error = %e, "message unreadable");
-                ranges.push(None);
+                delivered.push(None);
             }
         }
     }
-    if let Some(lag) = changes
+    let changes = deliveries.iter().map(|d| d.changes.len()).sum::<usize>();
+    if let Some(lag) = deliveries
         .iter()
+        .flat_map(|d| d.changes.iter())
         .filter_map(|c| c.event_time)
         .min()
         .map(|t| (chrono::Utc::now() - t).num_milliseconds().max(0))
@@ -137,45 +97,23 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
         ctx.metrics.record(Metric::Lag, lag as f64);
     }
 
-    // Ingest in batches of whole messages, none started too close to the deadline.
-    let mut outcomes: Vec<Option<Outcome>> = (0..changes.len()).map(|_| None).collect();
-    let stop_at = ctx.deadline.with_margin(deps.stop_margin);
+    // Land in batches of whole messages, none started too close to the deadline.
+    let stop_at = ctx.deadline.with_margin(deps.stop_margin).instant();
+    let mut landing = deps.pipeline.land(&deliveries, stop_at).await?;
     let mut summary = Summary::default();
-    let limit = deps.pipeline.config().ingest.batch_objects.max(1);
-    let mut start = 0;
-    while start < changes.len() {
-        let mut end = start;
-        for r in ranges.iter().flatten().filter(|r| r.start >= start) {
-            if end > start && r.end - start > limit {
-                break;
-            }
-            end = r.end;
-        }
-        let end = if end == start { changes.len() } else { end };
-        if stop_at.remaining().is_zero() {
-            tracing::warn!(
-                left = changes.len() - start,
-                "deadline near: changes left for redelivery"
-            );
-            break;
-        }
-        let report = deps.pipeline.ingest(&changes[start..end]).await?;
-        summary.add(&report);
-        for (i, o) in report.outcomes.into_iter().enumerate() {
-            outcomes[start + i] = Some(o);
-        }
-        start = end;
+    for report in &landing.batches {
+        summary.add(report);
     }
-    summary.record(&ctx.metrics, &outcomes);
+    summary.record(&ctx.metrics, &landing);
 
     // Judge each message.
     let mut failed: Vec<(Option<String>, Error)> = Vec::new();
-    for (m, range) in messages.iter().zip(&ranges) {
-        let problem = match (range, &m.changes) {
+    for (m, slot) in messages.iter().zip(&delivered) {
+        let problem = match (slot, &m.changes) {
             (None, Err(e)) => {
                 Some(Error::new(e.kind(), e.to_string()).with_retryable(e.is_retryable()))
             }
-            (Some(r), _) => match ack(outcomes[r.clone()].iter().map(Option::as_ref)) {
+            (Some(i), _) => match std::mem::replace(&mut landing.acks[*i], Ack::Done) {
                 Ack::Done => None,
                 Ack::Leave { why, .. } => Some(why),
             },
@@ -209,7 +147,7 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
         )
         .with_retryable(retryable));
     }
-    Ok(Output::Json(summary.to_json(messages.len(), changes.len())))
+    Ok(Output::Json(summary.to_json(messages.len(), changes)))
 }
 
 /// Totals over the batches of one invocation.
@@ -231,20 +169,22 @@ impl Summary {
         self.bad_records += r.bad_records;
     }
 
-    fn record(&self, metrics: &floe_runtime::Metrics, outcomes: &[Option<Outcome>]) {
-        let done = outcomes
+    fn record(&self, metrics: &floe_runtime::Metrics, landing: &Landing) {
+        let outcomes: Vec<&Outcome> = landing
+            .batches
             .iter()
-            .filter(|o| o.as_ref().is_some_and(Outcome::is_done))
-            .count();
+            .flat_map(|b| b.outcomes.iter())
+            .collect();
+        let done = outcomes.iter().filter(|o| o.is_done()).count();
         metrics.count(Metric::Objects, done as u64);
         metrics.count(Metric::Rows, self.rows);
         metrics.count(Metric::Bytes, self.bytes);
         metrics.count(Metric::DeadLetters, self.dead_letters);
-        self.count_outcomes(outcomes);
+        self.count_outcomes(&outcomes);
     }
 
-    fn count_outcomes(&self, outcomes: &[Option<Outcome>]) {
-        let n = |f: fn(&Outcome) -> bool| outcomes.iter().flatten().filter(|o| f(o)).count();
+    fn count_outcomes(&self, outcomes: &[&Outcome]) {
+        let n = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
         tracing::info!(
             staged = n(|o| matches!(o, Outcome::Staged)),
             duplicates = n(|o| matches!(o, Outcome::Duplicate | Outcome::Stale)),
@@ -291,7 +231,7 @@ mod tests {
             ("sqs_sns_event.json", 1, true, Some(1)),
             ("s3_test_event.json", 1, false, Some(0)),
         ] {
-            let got = delivered(&fixture(name), &ParseOptions::default()).unwrap();
+            let got = pushed_messages(&fixture(name), &ParseOptions::default()).unwrap();
             assert_eq!(got.len(), messages, "{name}");
             assert_eq!(got[0].sqs, sqs, "{name}");
             if let Some(n) = changes {
@@ -307,7 +247,7 @@ mod tests {
             "id": "e1", "type": "mns:Queue:SendMessage", "source": "MNS-floe",
             "data": {"messageId": "M-1", "messageBody": body.trim()}
         }]);
-        let got = delivered(event.to_string().as_bytes(), &ParseOptions::default()).unwrap();
+        let got = pushed_messages(event.to_string().as_bytes(), &ParseOptions::default()).unwrap();
         let changes = got[0].changes.as_ref().unwrap();
         assert_eq!(got[0].id.as_deref(), Some("M-1"));
         assert_eq!(changes[0].key, "in/a b+c.ndjson");

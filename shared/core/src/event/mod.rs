@@ -11,12 +11,16 @@
 //! | `{"Records":[{"EventSource":"aws:sns","Sns":{…}}]}` | Lambda SNS event |
 //! | `{"Event":"s3:TestEvent",…}` | sent once when S3 notifications are configured: acknowledged, ignored |
 //!
+//! FC's MNS queue and topic triggers wrap an MNS body in an envelope of their own:
+//! [`pushed_messages`] reads any pushed payload, envelopes included, into its messages.
+//!
 //! Keys: S3 sends keys form-URL-encoded (`+` for space, `%2F` for `/` in moto), so they are always
 //! decoded. OSS samples show plain UTF-8 keys and no documentation says otherwise, so OSS keys are
 //! kept as sent unless [`ParseOptions::oss_keys_url_encoded`] says to decode them.
 
 mod key;
 mod parse;
+mod pushed;
 
 use std::fmt;
 
@@ -25,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 pub use key::{decode_form_component, file_name};
 pub use parse::{Message, ParseOptions, Parsed, decode_mns_body, parse_payload};
+pub use pushed::{MnsMessage, Pushed, mns_messages, pushed_messages};
 
 /// What happened to the object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -118,28 +118,4 @@ impl Pipeline {
         scan.changes.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(scan)
     }
-
-    /// Split changes into batches by `ingest.batch-objects` and `ingest.batch-bytes`.
-    pub fn batches<'a>(&self, changes: &'a [ObjectChange]) -> Vec<&'a [ObjectChange]> {
-        let mut out = Vec::new();
-        let mut start = 0;
-        let mut bytes = 0u64;
-        for (i, c) in changes.iter().enumerate() {
-            let size = c.size.unwrap_or(0);
-            let n = i - start;
-            if n > 0
-                && (n >= self.config.ingest.batch_objects
-                    || bytes + size > self.config.ingest.batch_bytes)
-            {
-                out.push(&changes[start..i]);
-                start = i;
-                bytes = 0;
-            }
-            bytes += size;
-        }
-        if start < changes.len() {
-            out.push(&changes[start..]);
-        }
-        out
-    }
 }

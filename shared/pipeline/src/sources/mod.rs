@@ -6,6 +6,8 @@
 //!   startup decision, parse, ingest, delete what is staged.
 //! - [`backfill`]: [`Pipeline::backfill`](crate::Pipeline::backfill): the `SNAPSHOT` /
 //!   `INITIAL` listing, resumable page by page.
+//! - [`land`]: [`Pipeline::land`](crate::Pipeline::land): deliveries of any source landed in
+//!   batches of whole deliveries, with a verdict (acknowledge or leave) for each.
 //! - [`local`]: the local folder source, a scan against the object records.
 //! - [`rounds`]: `floe run` over a cloud source: one pass (listing, then the queue until an empty
 //!   poll, then commit) or continuously.
@@ -36,6 +38,7 @@
 //! `cursor/<name>/failed/<message id>` ([`queue::MessageFailure`], kept for the dedupe TTL).
 
 pub mod backfill;
+pub mod land;
 pub mod local;
 pub mod queue;
 pub mod rounds;

@@ -20,7 +20,6 @@
 //! the batch that staged its changes is durable. A crash anywhere leaves messages in the queue:
 //! their redelivery finds the objects staged (duplicates) or claimed by a dead batch (taken over).
 
-use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use floe_checkpoint::{StoreExt, now_ms};
@@ -29,12 +28,12 @@ use floe_core::{Error, ObjectChange, Result};
 use floe_queue::{Admit, DeleteOutcome, Phase, Polled, Poller, QueueFilter, QueueMessage};
 use serde::{Deserialize, Serialize};
 
+use super::land::Delivery;
 use super::{CloudSource, normalized};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
 use crate::ingest::BatchReport;
 use crate::pipeline::Pipeline;
-use crate::protocol::Outcome;
-use crate::protocol::ack::{Ack, ack};
+use crate::protocol::ack::Ack;
 
 /// How much of a message body a dead letter keeps.
 const MAX_RAW_BYTES: usize = 64 << 10;
@@ -92,12 +91,6 @@ pub struct MessageFailure {
     pub receive_count: u32,
     /// When, ms since the epoch.
     pub at_ms: i64,
-}
-
-/// A message whose changes are being landed.
-struct Work {
-    msg: QueueMessage,
-    changes: Range<usize>,
 }
 
 fn failure_key(src: &CloudSource, message_id: &str) -> String {
@@ -166,7 +159,7 @@ impl Pipeline {
                 break;
             }
             let started = Instant::now();
-            self.handle_receive(&src, poller, &filter, polled, &mut report)
+            self.handle_receive(&src, poller, &filter, polled, deadline, &mut report)
                 .await?;
             reserve = reserve.max(started.elapsed());
         }
@@ -180,6 +173,7 @@ impl Pipeline {
         poller: &Poller,
         filter: &QueueFilter,
         polled: Polled,
+        deadline: Instant,
         report: &mut PollReport,
     ) -> Result<()> {
         report.received += polled.messages.len() + polled.poison.len();
@@ -209,8 +203,8 @@ impl Pipeline {
             finished.push(m);
         }
 
-        let mut changes: Vec<ObjectChange> = Vec::new();
-        let mut work: Vec<Work> = Vec::new();
+        let mut deliveries: Vec<Delivery> = Vec::new();
+        let mut work: Vec<QueueMessage> = Vec::new();
         for m in polled.messages {
             if filter.admit(&m) == Admit::SkipAndDelete {
                 tracing::debug!(message_id = %m.id, enqueue_time_ms = m.enqueue_time_ms, "message before the start: skipped");
@@ -232,12 +226,9 @@ impl Pipeline {
                     finished.push(m);
                 }
                 Ok((cs, _)) => {
-                    let start = changes.len();
-                    changes.extend(cs);
-                    work.push(Work {
-                        msg: m,
-                        changes: start..changes.len(),
-                    });
+                    report.changes += cs.len();
+                    deliveries.push(Delivery { changes: cs });
+                    work.push(m);
                 }
             }
         }
@@ -246,27 +237,25 @@ impl Pipeline {
         dead.flush().await?;
         self.delete_finished(src, poller, &std::mem::take(&mut finished), report)
             .await?;
-        report.changes += changes.len();
 
         // Land the changes with every message kept invisible meanwhile.
         let keepers: Vec<_> = work
             .iter()
-            .map(|w| poller.keep_visible(w.msg.clone()))
+            .map(|m| poller.keep_visible(m.clone()))
             .collect();
-        let landed = self.ingest_in_batches(&changes).await;
+        let landed = self.land(&deliveries, deadline).await;
         let mut latest = Vec::with_capacity(keepers.len());
         for k in keepers {
             latest.push(k.stop().await);
         }
-        let batches = landed?;
-        let outcomes: Vec<&Outcome> = batches.iter().flat_map(|b| b.outcomes.iter()).collect();
+        let landing = landed?;
 
         let mut done_enqueue_ms: Option<i64> = None;
         let mut processed = 0;
-        for (w, latest) in work.into_iter().zip(latest) {
-            let (error, failed) = match ack(outcomes[w.changes.clone()].iter().map(|o| Some(*o))) {
+        for ((msg, verdict), latest) in work.into_iter().zip(landing.acks).zip(latest) {
+            let (error, failed) = match verdict {
                 Ack::Done => {
-                    done_enqueue_ms = done_enqueue_ms.max(Some(w.msg.enqueue_time_ms));
+                    done_enqueue_ms = done_enqueue_ms.max(Some(msg.enqueue_time_ms));
                     match latest {
                         Ok(m) => {
                             finished.push(m);
@@ -275,7 +264,7 @@ impl Pipeline {
                         Err(e) => {
                             // The receipt went stale: the message was or will be delivered
                             // again, and its redelivery finds everything landed.
-                            tracing::warn!(message_id = %w.msg.id, error = %e, "message landed but its receipt went stale");
+                            tracing::warn!(message_id = %msg.id, error = %e, "message landed but its receipt went stale");
                             report.delete_failures += 1;
                         }
                     }
@@ -286,10 +275,10 @@ impl Pipeline {
             if failed {
                 let record = MessageFailure {
                     error: error.clone(),
-                    receive_count: w.msg.receive_count,
+                    receive_count: msg.receive_count,
                     at_ms: now_ms(),
                 };
-                let key = failure_key(src, &w.msg.id);
+                let key = failure_key(src, &msg.id);
                 let written = match self.checkpoint.get_json::<MessageFailure>(&key).await? {
                     None => {
                         self.checkpoint
@@ -303,17 +292,14 @@ impl Pipeline {
                     }
                 };
                 if written.is_none() {
-                    tracing::debug!(message_id = %w.msg.id, "another instance recorded this message's failure first");
+                    tracing::debug!(message_id = %msg.id, "another instance recorded this message's failure first");
                 }
             }
-            tracing::warn!(message_id = %w.msg.id, receive_count = w.msg.receive_count, error = %error, "message left for redelivery");
+            tracing::warn!(message_id = %msg.id, receive_count = msg.receive_count, error = %error, "message left for redelivery");
             report.left += 1;
-            report
-                .failures
-                .push(format!("message {}: {error}", w.msg.id));
+            report.failures.push(format!("message {}: {error}", msg.id));
         }
-        drop(outcomes);
-        report.batches.extend(batches);
+        report.batches.extend(landing.batches);
 
         // The ack point: delete the messages whose work is staged. Only they move the
         // committed watermark.
@@ -355,19 +341,6 @@ impl Pipeline {
             }
         }
         Ok(())
-    }
-
-    /// Ingest `changes` in batches (`ingest.batch-objects`, `ingest.batch-bytes`); the reports'
-    /// outcomes, concatenated, are one per change in order.
-    pub(crate) async fn ingest_in_batches(
-        &self,
-        changes: &[ObjectChange],
-    ) -> Result<Vec<BatchReport>> {
-        let mut reports = Vec::new();
-        for batch in self.batches(changes) {
-            reports.push(self.ingest(batch).await?);
-        }
-        Ok(reports)
     }
 
     async fn forget_failure(&self, src: &CloudSource, message_id: &str) {

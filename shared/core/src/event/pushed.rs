@@ -1,8 +1,8 @@
-//! FC's MNS trigger envelopes, unwrapped to the MNS message bodies inside them.
+//! Payloads pushed to a function, read into the messages they carry: [`pushed_messages`].
 //!
-//! `floe_core::event::parse_payload` reads every payload whose document is the object event
-//! itself (FC OSS trigger, an MNS body raw or base64, S3, SQS, SNS). FC's MNS triggers wrap
-//! the body once more:
+//! [`parse_payload`] reads every payload whose document is the object event itself (FC OSS
+//! trigger, an MNS body raw or base64, S3, SQS, SNS). FC's MNS triggers wrap the body once more
+//! ([`mns_messages`] unwraps them):
 //!
 //! | trigger | payload | body |
 //! |---|---|---|
@@ -11,9 +11,61 @@
 //! | MNS topic trigger, JSON format | `{"TopicName","Message","MessageId",…}` | `Message` |
 //! | MNS topic trigger, STREAM format | the body itself | (no envelope: `parse_payload` reads it) |
 
-use bytes::Bytes;
-use floe_core::{Error, Result};
 use serde_json::Value;
+
+use super::{ObjectChange, ParseOptions, parse_payload};
+use crate::{Error, Result};
+
+/// One message of a pushed payload and the changes it carried.
+#[derive(Debug)]
+pub struct Pushed {
+    /// The message id (SQS, MNS), when the payload names one.
+    pub id: Option<String>,
+    /// Whether it came from an SQS event source (which takes partial batch answers).
+    pub sqs: bool,
+    /// Its changes, or why its body could not be read.
+    pub changes: Result<Vec<ObjectChange>>,
+    /// Events it carried that land nothing (test events, downloads): (event name, why).
+    pub ignored: Vec<(String, &'static str)>,
+}
+
+/// Read a pushed payload (any trigger's: OSS, MNS queue or topic, S3, SQS, SNS, an HTTP body of
+/// any of these) into its messages.
+pub fn pushed_messages(payload: &[u8], opts: &ParseOptions) -> Result<Vec<Pushed>> {
+    let mut out = Vec::new();
+    if let Some(messages) = mns_messages(payload)? {
+        for m in messages {
+            let mut ignored = Vec::new();
+            let changes = parse_payload(&m.body, opts).and_then(|parsed| {
+                let mut changes = Vec::new();
+                for inner in parsed.messages {
+                    ignored.extend(inner.ignored);
+                    changes.extend(inner.changes?);
+                }
+                for c in &mut changes {
+                    c.message_id = c.message_id.take().or_else(|| m.id.clone());
+                }
+                Ok(changes)
+            });
+            out.push(Pushed {
+                id: m.id,
+                sqs: false,
+                changes,
+                ignored,
+            });
+        }
+        return Ok(out);
+    }
+    for m in parse_payload(payload, opts)?.messages {
+        out.push(Pushed {
+            sqs: m.receipt_handle.is_some(),
+            id: m.id,
+            changes: m.changes,
+            ignored: m.ignored,
+        });
+    }
+    Ok(out)
+}
 
 /// One MNS message out of an FC trigger envelope.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,7 +73,7 @@ pub struct MnsMessage {
     /// The MNS message id.
     pub id: Option<String>,
     /// The message body (OSS event JSON, raw or base64).
-    pub body: Bytes,
+    pub body: Vec<u8>,
 }
 
 /// The messages of an FC MNS trigger payload, or `None` when the payload is no such envelope.
@@ -50,7 +102,7 @@ pub fn mns_messages(payload: &[u8]) -> Result<Option<Vec<MnsMessage>>> {
                     .get("MessageId")
                     .and_then(Value::as_str)
                     .map(str::to_owned),
-                body: Bytes::copy_from_slice(body.as_bytes()),
+                body: body.as_bytes().to_vec(),
             }]))
         }
         _ => Ok(None),
@@ -68,9 +120,9 @@ fn is_cloud_event(v: &Value) -> bool {
 fn cloud_event_message(v: &Value) -> Result<MnsMessage> {
     let data = &v["data"];
     let body = match &data["messageBody"] {
-        Value::String(s) => Bytes::copy_from_slice(s.as_bytes()),
+        Value::String(s) => s.as_bytes().to_vec(),
         // A JSON body delivered as a JSON value rather than as its text.
-        Value::Object(_) | Value::Array(_) => Bytes::from(data["messageBody"].to_string()),
+        Value::Object(_) | Value::Array(_) => data["messageBody"].to_string().into_bytes(),
         _ => {
             return Err(Error::invalid_input(
                 "mns trigger event data.messageBody is neither text nor json",

@@ -1,0 +1,156 @@
+//! One way to land what any source delivers: [`Pipeline::land`] takes deliveries (the changes
+//! of one queue message, one pushed message, one listed or scanned object), ingests them in
+//! batches of whole deliveries, and says for each whether it is finished
+//! ([`crate::protocol::ack`]): the queue pull loop deletes the finished messages, the push
+//! handler answers with the unfinished ones.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use floe_core::{ObjectChange, Result};
+
+use crate::config::IngestConfig;
+use crate::ingest::BatchReport;
+use crate::pipeline::Pipeline;
+use crate::protocol::ack::{Ack, ack};
+
+/// The changes one message (or one listed object) carried.
+#[derive(Clone, Debug, Default)]
+pub struct Delivery {
+    /// The changes.
+    pub changes: Vec<ObjectChange>,
+}
+
+/// What [`Pipeline::land`] did.
+#[derive(Debug, Default)]
+pub struct Landing {
+    /// The ingest batches, in order.
+    pub batches: Vec<BatchReport>,
+    /// One verdict per delivery, in order.
+    pub acks: Vec<Ack>,
+    /// Deliveries not attempted: the stop came first (their verdict says so).
+    pub unattempted: usize,
+}
+
+/// Batches of whole deliveries: a batch closes before the delivery that would take it past
+/// `max_objects` changes or `max_bytes` bytes (a delivery larger than either is a batch alone).
+/// `sizes` gives each delivery's (changes, bytes).
+pub fn plan_batches(
+    sizes: impl IntoIterator<Item = (usize, u64)>,
+    max_objects: usize,
+    max_bytes: u64,
+) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut objects, mut bytes) = (0, 0usize, 0u64);
+    let mut end = 0;
+    for (i, (n, b)) in sizes.into_iter().enumerate() {
+        if i > start && (objects + n > max_objects || bytes + b > max_bytes) {
+            out.push(start..i);
+            (start, objects, bytes) = (i, 0, 0);
+        }
+        objects += n;
+        bytes += b;
+        end = i + 1;
+    }
+    if start < end {
+        out.push(start..end);
+    }
+    out
+}
+
+fn bytes_of(changes: &[ObjectChange]) -> u64 {
+    changes.iter().map(|c| c.size.unwrap_or(0)).sum()
+}
+
+/// The batching options of `[ingest]`: `batch-objects` (at least one) and `batch-bytes`.
+fn limits(ingest: &IngestConfig) -> (usize, u64) {
+    (ingest.batch_objects.max(1), ingest.batch_bytes)
+}
+
+impl Pipeline {
+    /// Land `deliveries` in batches of whole deliveries (`ingest.batch-objects`,
+    /// `ingest.batch-bytes`), starting no batch at or after `stop_at`; see the module doc.
+    pub async fn land(&self, deliveries: &[Delivery], stop_at: Instant) -> Result<Landing> {
+        let (max_objects, max_bytes) = limits(&self.config.ingest);
+        let sizes = deliveries
+            .iter()
+            .map(|d| (d.changes.len(), bytes_of(&d.changes)));
+        let mut landing = Landing::default();
+        for range in plan_batches(sizes, max_objects, max_bytes) {
+            let group = &deliveries[range.clone()];
+            if Instant::now() >= stop_at {
+                tracing::warn!(
+                    left = deliveries.len() - range.start,
+                    "stop time reached: deliveries left unattempted"
+                );
+                for d in &deliveries[range.start..] {
+                    landing.acks.push(ack(d.changes.iter().map(|_| None)));
+                    landing.unattempted += 1;
+                }
+                return Ok(landing);
+            }
+            let changes: Vec<ObjectChange> = group
+                .iter()
+                .flat_map(|d| d.changes.iter().cloned())
+                .collect();
+            let report = self.ingest(&changes).await?;
+            let mut outcomes = report.outcomes.iter();
+            for d in group {
+                landing
+                    .acks
+                    .push(ack(outcomes.by_ref().take(d.changes.len()).map(Some)));
+            }
+            landing.batches.push(report);
+        }
+        Ok(landing)
+    }
+
+    /// Split changes into batches by `ingest.batch-objects` and `ingest.batch-bytes` (each change
+    /// its own delivery).
+    pub fn batches<'a>(&self, changes: &'a [ObjectChange]) -> Vec<&'a [ObjectChange]> {
+        let (max_objects, max_bytes) = limits(&self.config.ingest);
+        let sizes = changes.iter().map(|c| (1, c.size.unwrap_or(0)));
+        plan_batches(sizes, max_objects, max_bytes)
+            .into_iter()
+            .map(|r| &changes[r])
+            .collect()
+    }
+
+    /// Ingest `changes` in batches (see [`Pipeline::batches`]); the reports' outcomes,
+    /// concatenated, are one per change in order.
+    pub(crate) async fn ingest_in_batches(
+        &self,
+        changes: &[ObjectChange],
+    ) -> Result<Vec<BatchReport>> {
+        let mut reports = Vec::new();
+        for batch in self.batches(changes) {
+            reports.push(self.ingest(batch).await?);
+        }
+        Ok(reports)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_hold_whole_deliveries_within_the_limits() {
+        let plan = |sizes: &[(usize, u64)], objects, bytes| {
+            plan_batches(sizes.iter().copied(), objects, bytes)
+        };
+        assert_eq!(plan(&[], 10, 100), Vec::<Range<usize>>::new());
+        assert_eq!(plan(&[(1, 1); 5], 2, 100), [0..2, 2..4, 4..5]);
+        assert_eq!(
+            plan(&[(3, 0), (3, 0), (1, 0)], 4, 100),
+            [0..1, 1..3],
+            "a message is never split across batches"
+        );
+        assert_eq!(
+            plan(&[(9, 0), (1, 0)], 4, 100),
+            [0..1, 1..2],
+            "oversized alone"
+        );
+        assert_eq!(plan(&[(1, 60), (1, 50), (1, 10)], 10, 100), [0..1, 1..3]);
+    }
+}
