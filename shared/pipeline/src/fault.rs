@@ -5,6 +5,10 @@
 //! cleanup, the way a killed function instance stops. Tests run `floe run` with a fault, then
 //! again without, and check that every row landed exactly once.
 //!
+//! The hook is armed only in builds with the `fault-injection` feature (the test builds: the
+//! `floe` crate's dev-dependencies turn it on) or in this crate's own unit tests; a release
+//! build never reads `FLOE_FAULT`, and its [`Faults`] is always empty.
+//!
 //! In-process tests use [`Faults::halt_at`] instead: the hit never returns, so the caller drops
 //! the pipeline's future at that await point (nothing after it runs, as after a kill) and opens
 //! another pipeline on the same checkpoint table and catalog to recover.
@@ -47,15 +51,17 @@ pub struct Faults {
 }
 
 impl Faults {
-    /// Faults from `FLOE_FAULT`.
+    /// Faults from `FLOE_FAULT` (with the `fault-injection` feature; none without it).
     pub fn from_env() -> Self {
-        match std::env::var("FLOE_FAULT") {
-            Ok(spec) => Self::parse(&spec),
-            Err(_) => Faults::default(),
+        #[cfg(feature = "fault-injection")]
+        if let Ok(spec) = std::env::var("FLOE_FAULT") {
+            return Self::parse(&spec);
         }
+        Faults::default()
     }
 
     /// Faults from a spec like `ingest.after-stage,commit.after-append@2`.
+    #[cfg(any(test, feature = "fault-injection"))]
     pub fn parse(spec: &str) -> Self {
         let armed = spec
             .split(',')
@@ -73,6 +79,7 @@ impl Faults {
     }
 
     /// Faults from a spec that halt in place instead of exiting: see the module doc.
+    #[cfg(any(test, feature = "fault-injection"))]
     pub fn halt_at(spec: &str) -> Self {
         Faults {
             halt: Some(Arc::new(Notify::new())),
