@@ -312,7 +312,7 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
 
 /// `floe bench-raw`: the floor: arrow-json decode and a zstd Parquet writer, nothing else.
 pub async fn bench_raw(args: BenchRawArgs) -> Result<ExitCode> {
-    let schema = floe_schema::TableSchema::from_json(SCHEMA)?;
+    let schema = floe_decode::TableSchema::from_json(SCHEMA)?;
     let iceberg = floe_iceberg::schema::to_iceberg_schema(&schema)?;
     let arrow = Arc::new(
         iceberg::arrow::schema_to_arrow_schema(&iceberg).map_err(floe_iceberg::from_iceberg)?,

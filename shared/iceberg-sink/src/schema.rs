@@ -1,8 +1,8 @@
 //! floe's table schemas and partition declarations as Iceberg ones.
 
 use floe_core::{Error, Result};
-use floe_schema::partition::{PartitionField, Transform as FloeTransform};
-use floe_schema::{Field, IcebergType, TableSchema};
+use floe_decode::partition::{PartitionField, Transform as FloeTransform};
+use floe_decode::{Field, IcebergType, TableSchema};
 use iceberg::spec::{
     ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Transform,
     Type, UnboundPartitionSpec,

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use floe_core::retry::{Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
-use floe_schema::TableSchema;
-use floe_schema::partition::PartitionField;
+use floe_decode::TableSchema;
+use floe_decode::partition::PartitionField;
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 
@@ -115,8 +115,8 @@ pub async fn ensure_table(
 /// case-insensitively).
 pub fn missing_fields<'a>(
     table: &Table,
-    wanted: &'a [floe_schema::Field],
-) -> Vec<&'a floe_schema::Field> {
+    wanted: &'a [floe_decode::Field],
+) -> Vec<&'a floe_decode::Field> {
     let schema = table.metadata().current_schema();
     wanted
         .iter()
@@ -135,7 +135,7 @@ pub fn missing_fields<'a>(
 pub async fn add_missing_columns(
     catalog: &dyn Catalog,
     ident: &TableIdent,
-    fields: &[floe_schema::Field],
+    fields: &[floe_decode::Field],
 ) -> Result<Table> {
     use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
     let conflict_or_retryable = |e: &Error| e.is_retryable() || e.kind() == ErrorKind::Conflict;

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::{Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use floe_decode::TableSchema;
+use floe_decode::partition::PartitionField;
 use floe_iceberg::commit::append_with_hook;
 use floe_iceberg::{
     AppendOutcome, AppendRequest, CatalogConfig, StagedFile, TableDefinition, TableWriter,
     WriterOptions, ensure_table, open_catalog, parse_ident,
 };
-use floe_schema::TableSchema;
-use floe_schema::partition::PartitionField;
 
 fn batch(schema: &arrow_schema::SchemaRef, ids: &[i64], day: i64) -> RecordBatch {
     let ts: Vec<i64> = ids

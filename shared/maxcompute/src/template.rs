@@ -19,7 +19,7 @@
 //! column list (and its `COMMENT`).
 
 use floe_core::{Error, Result};
-use floe_schema::TableSchema as IcebergSchema;
+use floe_decode::TableSchema as IcebergSchema;
 
 use crate::partition::PartitionSpec;
 use crate::sql::{column_definition, quote_ident};
@@ -295,7 +295,7 @@ fn after_comment(text: &str, from: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use floe_schema::{Field, IcebergType};
+    use floe_decode::{Field, IcebergType};
 
     fn upstream() -> UpstreamTable {
         let mut schema = IcebergSchema::new(vec![

@@ -18,12 +18,12 @@
 //! | list / map / struct | list / map / struct | `array` / `map` / `struct` | list / map / struct |
 //!
 //! MaxCompute's `interval_*` types have no counterpart and are refused. Arrow → MaxCompute goes
-//! through the Iceberg mapping of `floe_schema::infer::arrow_to_iceberg` except for the few
+//! through the Iceberg mapping of `floe_decode::infer::arrow_to_iceberg` except for the few
 //! Arrow types MaxCompute holds more exactly (int8/int16, timestamp(ms)).
 
 use arrow_schema::{DataType as ArrowType, Field as ArrowField, Fields, TimeUnit};
 use floe_core::{Error, ErrorKind, Result};
-use floe_schema::{Field, IcebergType};
+use floe_decode::{Field, IcebergType};
 use floe_tunnel_codec::{Column, DataType, StructField, TableSchema};
 
 fn unsupported(what: impl std::fmt::Display) -> Error {
@@ -150,7 +150,7 @@ pub fn arrow_to_maxcompute(ty: &ArrowType) -> Result<DataType> {
         },
         other => {
             let schema = arrow_schema::Schema::new(vec![ArrowField::new("c", other.clone(), true)]);
-            let iceberg = floe_schema::infer::arrow_to_iceberg(&schema)?;
+            let iceberg = floe_decode::infer::arrow_to_iceberg(&schema)?;
             let field = iceberg
                 .fields
                 .first()
@@ -221,7 +221,7 @@ pub fn maxcompute_to_arrow(ty: &DataType) -> Result<ArrowType> {
 /// The MaxCompute data columns for an Iceberg table schema, leaving out `exclude` (the partition
 /// columns, which MaxCompute keeps apart). Required fields become non-nullable columns.
 pub fn maxcompute_columns(
-    schema: &floe_schema::TableSchema,
+    schema: &floe_decode::TableSchema,
     exclude: &[&str],
 ) -> Result<TableSchema> {
     let columns = schema

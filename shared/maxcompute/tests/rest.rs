@@ -6,12 +6,12 @@ mod common;
 
 use common::{PROJECT, client_config, creds, env, env_with, events_table, rows, schema};
 use floe_core::ErrorKind;
+use floe_decode::{Field, IcebergType, TableSchema as IcebergSchema};
 use floe_maxcompute::{
     DEFAULT_CREATE_TEMPLATE, DataSaveMode, MaxComputeClient, PartitionSpec, SaveModeTarget,
     SchemaOutcome, SchemaSaveMode, TableTunnel, TunnelOptions, UpstreamTable, apply_data_save_mode,
     apply_schema_save_mode,
 };
-use floe_schema::{Field, IcebergType, TableSchema as IcebergSchema};
 use floe_signing::Credentials;
 use floe_testbed::maxcompute::{MaxComputeEmulator, MaxComputeEmulatorConfig};
 

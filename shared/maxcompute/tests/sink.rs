@@ -8,10 +8,10 @@ use std::sync::Arc;
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType as ArrowType, Field as ArrowField, Schema};
 use common::{creds, rows, sorted};
+use floe_decode::{Field, IcebergType, TableSchema as IcebergSchema};
 use floe_maxcompute::{
     MaxComputeSink, MaxComputeSinkConfig, RowKind, SessionRecord, UpstreamTable,
 };
-use floe_schema::{Field, IcebergType, TableSchema as IcebergSchema};
 use floe_testbed::maxcompute::{MaxComputeEmulator, MaxComputeEmulatorConfig};
 
 fn upstream() -> UpstreamTable {

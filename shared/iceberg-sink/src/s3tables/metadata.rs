@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use floe_core::{Error, Result};
-use floe_schema::{IcebergType, TableSchema};
+use floe_decode::{IcebergType, TableSchema};
 use iceberg::TableCreation;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, SortOrder, Type, UnboundPartitionSpec};
 use serde_json::{Map, Value};

@@ -48,11 +48,11 @@ pub mod source;
 use std::path::{Path, PathBuf};
 
 use floe_core::{Error, Result};
+use floe_decode::TableSchema;
+use floe_decode::decode::{CsvOptions, Format};
+use floe_decode::partition::PartitionField;
 use floe_iceberg::CatalogConfig;
 use floe_maxcompute::MaxComputeSinkConfig;
-use floe_schema::TableSchema;
-use floe_schema::decode::{CsvOptions, Format};
-use floe_schema::partition::PartitionField;
 
 pub use load::{RawConfig, as_string, parse};
 pub use maxcompute::{RouteMaxCompute, RouteTargets, RowKinds};

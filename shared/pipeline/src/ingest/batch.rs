@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use floe_checkpoint::{StoreExt, Version, Write, encode, now_ms};
 use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
+use floe_decode::cdc::MetaRow;
+use floe_decode::decode::BadRecord;
 use floe_iceberg::{
     StagedFile, TableDefinition, TableWriter, WriterOptions, add_missing_columns, ensure_table,
     missing_fields, parse_ident,
 };
-use floe_schema::cdc::MetaRow;
-use floe_schema::decode::BadRecord;
 use iceberg::table::Table;
 
 use super::BatchReport;
@@ -786,7 +786,7 @@ impl Pipeline {
         route: &crate::config::RouteConfig,
     ) -> std::result::Result<(), ObjectFailure> {
         let sample = infer_object_schema(store, change, route).await?;
-        let missing: Vec<floe_schema::Field> = missing_fields(&slot.table, &sample.fields)
+        let missing: Vec<floe_decode::Field> = missing_fields(&slot.table, &sample.fields)
             .into_iter()
             .cloned()
             .collect();

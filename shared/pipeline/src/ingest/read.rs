@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use floe_core::{Error, ErrorKind, ObjectChange, Result};
-use floe_iceberg::TableWriter;
-use floe_schema::TableSchema;
-use floe_schema::cdc::{MetaRow, metadata_batch, metadata_schema};
-use floe_schema::decode::{
+use floe_decode::TableSchema;
+use floe_decode::cdc::{MetaRow, metadata_batch, metadata_schema};
+use floe_decode::decode::{
     BadRecord, Compression, Decoded, Format, ParquetDecoder, detect, stream_decoder,
 };
-use floe_schema::infer::{arrow_to_iceberg, infer_schema};
+use floe_decode::infer::{arrow_to_iceberg, infer_schema};
+use floe_iceberg::TableWriter;
 use floe_storage::{ObjectStore, collect_body};
 use futures::StreamExt;
 
@@ -159,7 +159,7 @@ enum Step {
 /// listening.
 async fn decode_stream(
     mut body: floe_storage::ByteStream,
-    mut dec: Box<dyn floe_schema::decode::StreamDecoder>,
+    mut dec: Box<dyn floe_decode::decode::StreamDecoder>,
     tx: tokio::sync::mpsc::Sender<Step>,
 ) {
     let mut bytes = 0u64;

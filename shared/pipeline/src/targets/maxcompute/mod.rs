@@ -49,12 +49,12 @@ use std::collections::{BTreeSet, HashMap};
 use arrow_schema::SchemaRef;
 use floe_checkpoint::Version;
 use floe_core::{Error, Result};
+use floe_decode::infer::arrow_to_iceberg;
 use floe_iceberg::StagedFile;
 use floe_maxcompute::{
     InsertStrategy, MaxComputeSink, MaxComputeSinkConfig, PartitionSpec, Resumed, SessionRecord,
     UploadOptions, UploadSession, UpsertOptions, UpsertSession,
 };
-use floe_schema::infer::arrow_to_iceberg;
 use tokio::sync::OnceCell;
 
 use super::{Committer, Landed, PendingCommit, Target, TargetId};

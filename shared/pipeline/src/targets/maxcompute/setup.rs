@@ -2,11 +2,11 @@
 
 use floe_checkpoint::{StoreExt, Version, now_ms};
 use floe_core::{Error, ErrorKind, Result};
+use floe_decode::TableSchema;
 use floe_maxcompute::{
     MaxComputeSink, MaxComputeSinkConfig, PartitionSpec, SaveModeTarget, UpstreamTable,
     apply_data_save_mode, apply_schema_save_mode, data_save_mode_statement,
 };
-use floe_schema::TableSchema;
 
 use super::Part;
 use crate::protocol::records::{SetupRecord, setup_key};

@@ -1,5 +1,5 @@
-//! Table schemas, type mapping and the object decoders that turn bytes into Arrow batches.
-//!
+//! Decoding objects into Arrow: the streaming decoders that turn bytes into batches of a table's
+//! schema, with the Iceberg type model, schema inference and the CDC metadata schema they use.
 //! Pure: no IO. Callers hand in bytes (in chunks of any size) and get batches of the target
 //! table's Arrow schema, plus the bad records set aside with their line and reason.
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use floe_schema::decode::{
+use floe_decode::decode::{
     BadRecord, Compression, CsvOptions, Format, ParquetDecoder, detect, stream_decoder,
 };
 
