@@ -18,7 +18,7 @@ use super::BatchReport;
 use crate::config::{Mode, OnError};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
 use crate::ingest::read::{
-    ObjectFailure, content_of, infer_object_schema, metadata_rows, read_records, table_schema_for,
+    content_of, infer_object_schema, metadata_rows, read_records, table_schema_for, unreadable,
 };
 use crate::pipeline::{Pipeline, ProgressEvent};
 use crate::protocol::Outcome;
@@ -784,7 +784,7 @@ impl Pipeline {
         store: &Arc<dyn floe_storage::ObjectStore>,
         change: &ObjectChange,
         route: &crate::config::RouteConfig,
-    ) -> std::result::Result<(), ObjectFailure> {
+    ) -> Result<()> {
         let sample = infer_object_schema(store, change, route).await?;
         let missing: Vec<floe_decode::Field> = missing_fields(&slot.table, &sample.fields)
             .into_iter()
@@ -793,24 +793,15 @@ impl Pipeline {
         if missing.is_empty() {
             return Ok(());
         }
-        let ident = parse_ident(&slot.table_name).map_err(ObjectFailure::Unreadable)?;
-        let table = add_missing_columns(self.catalog.as_ref(), &ident, &missing)
-            .await
-            .map_err(ObjectFailure::from_error)?;
+        let ident = parse_ident(&slot.table_name).map_err(unreadable)?;
+        let table = add_missing_columns(self.catalog.as_ref(), &ident, &missing).await?;
         slot.generation += 1;
         let prefix = format!("{}-s{}", slot.prefix, slot.generation);
-        let writer = TableWriter::new(&table, &self.writer_options(&prefix))
-            .await
-            .map_err(ObjectFailure::from_error)?;
+        let writer = TableWriter::new(&table, &self.writer_options(&prefix)).await?;
         let old_writer = std::mem::replace(&mut slot.writer, writer);
         let old_table = std::mem::replace(&mut slot.table, table);
-        for f in old_writer
-            .close()
-            .await
-            .map_err(ObjectFailure::from_error)?
-        {
-            slot.closed
-                .push(StagedFile::new(&old_table, f).map_err(ObjectFailure::from_error)?);
+        for f in old_writer.close().await? {
+            slot.closed.push(StagedFile::new(&old_table, f)?);
         }
         Ok(())
     }
@@ -822,12 +813,9 @@ impl Pipeline {
         change: &ObjectChange,
         route: &crate::config::RouteConfig,
         table: &str,
-    ) -> std::result::Result<Table, ObjectFailure> {
-        let ident = parse_ident(table).map_err(ObjectFailure::Unreadable)?;
-        if let Some(t) = floe_iceberg::load_table(self.catalog.as_ref(), &ident)
-            .await
-            .map_err(ObjectFailure::from_error)?
-        {
+    ) -> Result<Table> {
+        let ident = parse_ident(table).map_err(unreadable)?;
+        if let Some(t) = floe_iceberg::load_table(self.catalog.as_ref(), &ident).await? {
             return Ok(t);
         }
         let schema = table_schema_for(store, change, route).await?;
@@ -839,61 +827,50 @@ impl Pipeline {
         ensure_table(self.catalog.as_ref(), &ident, &definition)
             .await
             .map_err(|e| match e.kind() {
-                ErrorKind::Config | ErrorKind::InvalidInput => ObjectFailure::Unreadable(e),
-                _ => ObjectFailure::from_error(e),
+                ErrorKind::Config | ErrorKind::InvalidInput => unreadable(e),
+                _ => e,
             })
     }
 
     /// Handle an object that failed: `Some(outcome)` gives it back (the batch restarts without
-    /// it); `None` means it was set aside under the route's policy and the batch goes on.
+    /// it); `None` means it was set aside under the route's policy and the batch goes on. A
+    /// retryable error is given back to be tried again; any other is the route's `on-error`'s.
     async fn object_failed(
         &self,
-        f: ObjectFailure,
+        e: Error,
         route: &crate::config::RouteConfig,
         change: &ObjectChange,
         url: &str,
         batch: &str,
         dead: &mut DeadLetterWriter,
     ) -> Result<Option<Outcome>> {
-        match f {
-            ObjectFailure::Retry(e) => {
-                tracing::warn!(error = %e, "object failed; it will be retried");
+        if e.is_retryable() {
+            tracing::warn!(error = %e, "object failed; it will be retried");
+            return Ok(Some(Outcome::Failed(e)));
+        }
+        match route.on_error {
+            OnError::Fail => {
+                tracing::error!(error = %e, "object rejected under on-error = fail");
                 Ok(Some(Outcome::Failed(e)))
             }
-            ObjectFailure::Rejected(bad) => {
-                let e = Error::invalid_input(format!(
-                    "{url}: record at line {} rejected under on-error = fail: {}",
-                    bad.line.unwrap_or(0),
-                    bad.reason
+            OnError::Skip => {
+                tracing::warn!(error = %e, "object unreadable; skipped");
+                Ok(None)
+            }
+            OnError::DeadLetter => {
+                tracing::warn!(error = %e, "object unreadable; dead-lettered");
+                dead.add(&letter(
+                    batch,
+                    route,
+                    change,
+                    url,
+                    None,
+                    e.to_string(),
+                    String::new(),
                 ))
-                .with_retryable(false);
-                tracing::error!(error = %e, "object rejected");
-                Ok(Some(Outcome::Failed(e)))
+                .await?;
+                Ok(None)
             }
-            ObjectFailure::Unreadable(e) => match route.on_error {
-                OnError::Fail => {
-                    tracing::error!(error = %e, "object unreadable; rejected under on-error = fail");
-                    Ok(Some(Outcome::Failed(e.with_retryable(false))))
-                }
-                OnError::Skip => {
-                    tracing::warn!(error = %e, "object unreadable; skipped");
-                    Ok(None)
-                }
-                OnError::DeadLetter => {
-                    tracing::warn!(error = %e, "object unreadable; dead-lettered");
-                    dead.add(&letter(
-                        batch,
-                        route,
-                        change,
-                        url,
-                        None,
-                        e.to_string(),
-                        String::new(),
-                    ))
-                    .await?;
-                    Ok(None)
-                }
-            },
         }
     }
 }

@@ -17,25 +17,25 @@ use futures::StreamExt;
 
 use crate::config::{Mode, RouteConfig};
 
-/// How reading an object failed.
-#[derive(Debug)]
-pub enum ObjectFailure {
-    /// A transient failure (network, throttling): try the object again later.
-    Retry(Error),
-    /// The object cannot be read at all (unknown format, corrupt stream, gone).
-    Unreadable(Error),
-    /// A bad record under the `fail` policy: the object is rejected whole.
-    Rejected(BadRecord),
+/// An error that makes the object unreadable whatever its kind: trying again cannot help (an
+/// unknown format, a corrupt stream, an object that is gone). The route's `on-error` decides.
+pub fn unreadable(e: Error) -> Error {
+    e.with_retryable(false)
 }
 
-impl ObjectFailure {
-    pub(crate) fn from_error(e: Error) -> Self {
-        if e.is_retryable() {
-            ObjectFailure::Retry(e)
-        } else {
-            ObjectFailure::Unreadable(e)
-        }
-    }
+/// An error worth trying the object again for (a local disk hiccup while staging it).
+fn retry(e: Error) -> Error {
+    e.with_retryable(true)
+}
+
+/// A bad record under the `fail` policy: the object is rejected whole.
+fn rejected(url: &str, bad: BadRecord) -> Error {
+    Error::invalid_input(format!(
+        "{url}: record at line {} rejected under on-error = fail: {}",
+        bad.line.unwrap_or(0),
+        bad.reason
+    ))
+    .with_retryable(false)
 }
 
 /// What reading an object produced (rows go straight to the writer).
@@ -70,7 +70,8 @@ pub fn object_format(
 /// Called with the bytes read so far, about every 64 MiB of a large object.
 pub type OnBytes<'a> = &'a (dyn Fn(u64) + Send + Sync);
 
-/// Stream the object's records into `writer`.
+/// Stream the object's records into `writer`. An error carries the object (context `object`);
+/// [`Error::is_retryable`] says whether trying the object again may help.
 pub async fn read_records(
     store: &Arc<dyn ObjectStore>,
     change: &ObjectChange,
@@ -79,15 +80,32 @@ pub async fn read_records(
     batch_rows: usize,
     on_bad: OnBad<'_>,
     on_bytes: OnBytes<'_>,
-) -> std::result::Result<ObjectStats, ObjectFailure> {
+) -> Result<ObjectStats> {
+    let url = store.url(&change.key);
+    read_records_of(
+        store, change, route, writer, batch_rows, on_bad, on_bytes, &url,
+    )
+    .await
+    .map_err(|e| e.with_context("object", url))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn read_records_of(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    route: &RouteConfig,
+    writer: &mut TableWriter,
+    batch_rows: usize,
+    on_bad: OnBad<'_>,
+    on_bytes: OnBytes<'_>,
+    url: &str,
+) -> Result<ObjectStats> {
     let mut stats = ObjectStats::default();
     let got = store.get(&change.key).await.map_err(|e| match e.kind() {
-        ErrorKind::NotFound => ObjectFailure::Unreadable(
-            e.while_doing(format!("failed to read {}", store.url(&change.key))),
-        ),
-        _ => ObjectFailure::from_error(
-            e.while_doing(format!("failed to read {}", store.url(&change.key))),
-        ),
+        ErrorKind::NotFound => {
+            unreadable(e.while_doing(format!("failed to read {}", store.url(&change.key))))
+        }
+        _ => e.while_doing(format!("failed to read {}", store.url(&change.key))),
     })?;
     let (format, compression) = object_format(
         change,
@@ -95,21 +113,19 @@ pub async fn read_records(
         got.meta.content_type.as_deref(),
         got.meta.content_encoding.as_deref(),
     )
-    .map_err(ObjectFailure::Unreadable)?;
+    .map_err(unreadable)?;
     let schema = writer.arrow_schema().clone();
     if format == Format::Parquet {
         drop(got);
         let file = parquet_file(store, &change.key).await?;
-        let mut dec =
-            ParquetDecoder::new(file, schema, batch_rows).map_err(ObjectFailure::Unreadable)?;
+        let mut dec = ParquetDecoder::new(file, schema, batch_rows).map_err(unreadable)?;
         stats.bytes = change.size.unwrap_or(0);
-        while let Some(out) = dec.next_batch().map_err(ObjectFailure::Unreadable)? {
-            drain(out, writer, on_bad, &mut stats).await?;
+        while let Some(out) = dec.next_batch().map_err(unreadable)? {
+            drain(out, writer, on_bad, &mut stats, url).await?;
         }
         return Ok(stats);
     }
-    let dec = stream_decoder(&format, compression, schema, batch_rows)
-        .map_err(ObjectFailure::Unreadable)?;
+    let dec = stream_decoder(&format, compression, schema, batch_rows).map_err(unreadable)?;
     // Decoding (JSON/CSV parsing) and encoding (Parquet, zstd) each take about half the time:
     // the decoder runs as its own task, a few batches ahead of the writer, so both cores work.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Step>(4);
@@ -126,7 +142,7 @@ pub async fn read_records(
                 }
             }
             Step::Decoded(out) => {
-                if let Err(f) = drain(out, writer, on_bad, &mut stats).await {
+                if let Err(f) = drain(out, writer, on_bad, &mut stats, url).await {
                     failure = Some(f);
                     break;
                 }
@@ -152,7 +168,7 @@ enum Step {
     /// Batches and bad records.
     Decoded(Decoded),
     /// The object could not be read further.
-    Failed(ObjectFailure),
+    Failed(Error),
 }
 
 /// Read the body and decode it, sending batches as they come; stops when the writer stops
@@ -167,13 +183,13 @@ async fn decode_stream(
         let chunk = match chunk {
             Ok(c) => c,
             Err(e) => {
-                let _ = tx.send(Step::Failed(ObjectFailure::from_error(e))).await;
+                let _ = tx.send(Step::Failed(e)).await;
                 return;
             }
         };
         bytes += chunk.len() as u64;
         if let Err(e) = dec.push(&chunk) {
-            let _ = tx.send(Step::Failed(ObjectFailure::Unreadable(e))).await;
+            let _ = tx.send(Step::Failed(unreadable(e))).await;
             return;
         }
         if tx.send(Step::Read(bytes)).await.is_err()
@@ -184,7 +200,7 @@ async fn decode_stream(
     }
     let last = match dec.finish() {
         Ok(()) => Step::Decoded(dec.take()),
-        Err(e) => Step::Failed(ObjectFailure::Unreadable(e)),
+        Err(e) => Step::Failed(unreadable(e)),
     };
     let _ = tx.send(last).await;
 }
@@ -194,45 +210,36 @@ async fn drain(
     writer: &mut TableWriter,
     on_bad: OnBad<'_>,
     stats: &mut ObjectStats,
-) -> std::result::Result<(), ObjectFailure> {
+    url: &str,
+) -> Result<()> {
     for bad in out.bad {
         stats.bad += 1;
-        on_bad(bad).map_err(ObjectFailure::Rejected)?;
+        on_bad(bad).map_err(|bad| rejected(url, bad))?;
     }
     for batch in out.batches {
         stats.rows += batch.num_rows() as u64;
-        writer
-            .write(batch)
-            .await
-            .map_err(ObjectFailure::from_error)?;
+        writer.write(batch).await?;
     }
     Ok(())
 }
 
 /// A Parquet object as a local file: the file itself for a local store, else a temporary copy
 /// streamed to disk (Parquet needs random access; memory stays flat).
-async fn parquet_file(
-    store: &Arc<dyn ObjectStore>,
-    key: &str,
-) -> std::result::Result<std::fs::File, ObjectFailure> {
+async fn parquet_file(store: &Arc<dyn ObjectStore>, key: &str) -> Result<std::fs::File> {
     if let Some(path) = store.local_path(key) {
         return std::fs::File::open(&path).map_err(|e| {
-            ObjectFailure::Unreadable(
-                Error::from(e).while_doing(format!("failed to open {}", path.display())),
-            )
+            unreadable(Error::from(e).while_doing(format!("failed to open {}", path.display())))
         });
     }
-    let got = store.get(key).await.map_err(ObjectFailure::from_error)?;
-    let mut tmp = tempfile::tempfile().map_err(|e| {
-        ObjectFailure::Retry(Error::from(e).while_doing("failed to create a temporary file"))
-    })?;
+    let got = store.get(key).await?;
+    let mut tmp = tempfile::tempfile()
+        .map_err(|e| retry(Error::from(e).while_doing("failed to create a temporary file")))?;
     let mut body = got.body;
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(ObjectFailure::from_error)?;
-        std::io::Write::write_all(&mut tmp, &chunk)
-            .map_err(|e| ObjectFailure::Retry(Error::from(e)))?;
+        let chunk = chunk?;
+        std::io::Write::write_all(&mut tmp, &chunk).map_err(|e| retry(Error::from(e)))?;
     }
-    std::io::Seek::rewind(&mut tmp).map_err(|e| ObjectFailure::Retry(Error::from(e)))?;
+    std::io::Seek::rewind(&mut tmp).map_err(|e| retry(Error::from(e)))?;
     Ok(tmp)
 }
 
@@ -242,17 +249,13 @@ pub async fn table_schema_for(
     store: &Arc<dyn ObjectStore>,
     change: &ObjectChange,
     route: &RouteConfig,
-) -> std::result::Result<TableSchema, ObjectFailure> {
+) -> Result<TableSchema> {
     if let Some(s) = &route.schema {
         return Ok(s.clone());
     }
     match route.mode {
-        Mode::Metadata => {
-            metadata_schema(route.columns.as_deref(), false).map_err(ObjectFailure::Unreadable)
-        }
-        Mode::Content => {
-            metadata_schema(route.columns.as_deref(), true).map_err(ObjectFailure::Unreadable)
-        }
+        Mode::Metadata => metadata_schema(route.columns.as_deref(), false).map_err(unreadable),
+        Mode::Content => metadata_schema(route.columns.as_deref(), true).map_err(unreadable),
         Mode::Records => infer_object_schema(store, change, route).await,
     }
 }
@@ -263,28 +266,23 @@ pub async fn infer_object_schema(
     store: &Arc<dyn ObjectStore>,
     change: &ObjectChange,
     route: &RouteConfig,
-) -> std::result::Result<TableSchema, ObjectFailure> {
-    let got = store
-        .get(&change.key)
-        .await
-        .map_err(ObjectFailure::from_error)?;
+) -> Result<TableSchema> {
+    let got = store.get(&change.key).await?;
     let (format, compression) = object_format(
         change,
         route,
         got.meta.content_type.as_deref(),
         got.meta.content_encoding.as_deref(),
     )
-    .map_err(ObjectFailure::Unreadable)?;
+    .map_err(unreadable)?;
     if format == Format::Parquet {
         drop(got);
         let file = parquet_file(store, &change.key).await?;
         let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
             .map_err(|e| {
-                ObjectFailure::Unreadable(
-                    Error::invalid_input("not a readable parquet file").with_source(e),
-                )
+                unreadable(Error::invalid_input("not a readable parquet file").with_source(e))
             })?;
-        let mut schema = arrow_to_iceberg(builder.schema()).map_err(ObjectFailure::Unreadable)?;
+        let mut schema = arrow_to_iceberg(builder.schema()).map_err(unreadable)?;
         for f in &mut schema.fields {
             f.required = false;
         }
@@ -296,7 +294,7 @@ pub async fn infer_object_schema(
     let mut body = got.body;
     let mut complete = true;
     while let Some(chunk) = body.next().await {
-        raw.extend_from_slice(&chunk.map_err(ObjectFailure::from_error)?);
+        raw.extend_from_slice(&chunk?);
         if raw.len() >= SAMPLE {
             complete = false;
             break;
@@ -312,15 +310,14 @@ pub async fn infer_object_schema(
         Compression::Zstd => match zstd::stream::read::Decoder::new(&raw[..]) {
             Ok(d) => read_some(d, SAMPLE, &mut complete),
             Err(e) => {
-                return Err(ObjectFailure::Unreadable(
+                return Err(unreadable(
                     Error::invalid_input("corrupt zstd stream").with_source(e),
                 ));
             }
         },
     };
-    infer_schema(&format, &sample, complete, route.infer_max_records).map_err(|e| {
-        ObjectFailure::Unreadable(e.while_doing(format!("cannot create table from {}", change.key)))
-    })
+    infer_schema(&format, &sample, complete, route.infer_max_records)
+        .map_err(|e| unreadable(e.while_doing(format!("cannot create table from {}", change.key))))
 }
 
 fn read_some(mut r: impl Read, limit: usize, complete: &mut bool) -> Vec<u8> {
@@ -351,7 +348,7 @@ pub async fn content_of(
     store: &Arc<dyn ObjectStore>,
     change: &ObjectChange,
     route: &RouteConfig,
-) -> std::result::Result<Option<Vec<u8>>, ObjectFailure> {
+) -> Result<Option<Vec<u8>>> {
     if route.mode != Mode::Content || change.operation == floe_core::Operation::Removed {
         return Ok(None);
     }
@@ -360,16 +357,13 @@ pub async fn content_of(
         return Ok(None);
     }
     let got = store.get(&change.key).await.map_err(|e| match e.kind() {
-        ErrorKind::NotFound => ObjectFailure::Unreadable(e),
-        _ => ObjectFailure::from_error(e),
+        ErrorKind::NotFound => unreadable(e),
+        _ => e,
     })?;
     if got.meta.size > limit {
         return Ok(None);
     }
-    collect_body(got.body, limit as usize)
-        .await
-        .map(Some)
-        .map_err(ObjectFailure::from_error)
+    collect_body(got.body, limit as usize).await.map(Some)
 }
 
 /// Metadata rows as a batch of the table's schema.
