@@ -9,7 +9,7 @@
 //! `floe` crate's dev-dependencies turn it on) or in this crate's own unit tests; a release
 //! build never reads `FLOE_FAULT`, and its [`Faults`] is always empty.
 //!
-//! In-process tests use [`Faults::halt_at`] instead: the hit never returns, so the caller drops
+//! In-process tests use `Faults::halt_at` instead: the hit never returns, so the caller drops
 //! the pipeline's future at that await point (nothing after it runs, as after a kill) and opens
 //! another pipeline on the same checkpoint table and catalog to recover.
 

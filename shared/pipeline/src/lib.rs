@@ -1,15 +1,22 @@
 //! Ingest and commit orchestration: from object changes to staged files to committed snapshots,
-//! exactly once.
+//! exactly once. The modules, in the order a change goes through them:
 //!
-//! The protocol and its crash points are described in [`protocol`].
+//! - [`sources`]: where changes come from (a local folder scan, a bucket listing, a queue of
+//!   bucket notifications) and [`Pipeline::land`], which lands any source's deliveries in
+//!   batches of whole messages and says which are finished; the ingest function hands it the
+//!   messages pushed to it.
+//! - [`ingest`]: one batch: route each change, claim it, read it into rows, write data files,
+//!   stage them with one compare-and-set.
+//! - [`protocol`]: the exactly-once kernel as plain functions over values (no IO): the
+//!   checkpoint records, claim decisions, batch states, commit plans, the lease rule and the ack
+//!   verdict. Its module doc draws the protocol and every crash point.
+//! - [`targets`]: where staged files are committed, through the [`targets::Target`] seam:
+//!   Iceberg tables and MaxCompute tables, under one committer.
+//! - [`config`]: the configuration file.
 //!
-//! # Sources
-//!
-//! Changes come from a local folder ([`local`]: a scan against the object records), or from a
-//! bucket listing and a queue of bucket notifications ([`sources`]: [`Pipeline::backfill`] and
-//! [`Pipeline::poll_queue`], which a serverless function calls with its deadline, then
-//! [`Pipeline::commit`]). A queue message is deleted at the ack point above, once every change
-//! it carried is done.
+//! [`Pipeline`] holds the parts (built by [`Pipeline::open`] or [`Pipeline::builder`]); the
+//! serverless functions call [`Pipeline::backfill`], [`Pipeline::poll_queue`] or
+//! [`Pipeline::land`] with their deadline, then [`Pipeline::commit`].
 
 pub mod config;
 #[cfg(test)]

@@ -75,7 +75,7 @@
 //! `[dead-letter]` with `path = "s3://bucket/prefix/"` or `"oss://bucket/prefix/"` takes the same
 //! six connection options with the same defaults (no `provider`: the scheme names the store; an
 //! `oss://` bucket with no endpoint gets `https://oss-<region>.aliyuncs.com`); see
-//! [`DeadLetterConfig`](super::DeadLetterConfig).
+//! [`DeadLetterConfig`].
 
 use floe_core::{Error, Provider, Result, Secret};
 use floe_queue::{QueueKind, QueueOptions, StartupConfig, StartupMode};

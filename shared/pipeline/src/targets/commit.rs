@@ -317,7 +317,7 @@ impl Committer<'_> {
     }
 
     /// Save the commit record `rec` over `version` (a target records its progress in it).
-    pub(crate) async fn save_commit_record(
+    pub async fn save_commit_record(
         &self,
         key: &str,
         rec: &CommitRecord,
