@@ -82,83 +82,69 @@ pub async fn read_records(
     on_bytes: OnBytes<'_>,
 ) -> Result<ObjectStats> {
     let url = store.url(&change.key);
-    read_records_of(
-        store, change, route, writer, batch_rows, on_bad, on_bytes, &url,
-    )
-    .await
-    .map_err(|e| e.with_context("object", url))
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn read_records_of(
-    store: &Arc<dyn ObjectStore>,
-    change: &ObjectChange,
-    route: &RouteConfig,
-    writer: &mut TableWriter,
-    batch_rows: usize,
-    on_bad: OnBad<'_>,
-    on_bytes: OnBytes<'_>,
-    url: &str,
-) -> Result<ObjectStats> {
-    let mut stats = ObjectStats::default();
-    let got = store.get(&change.key).await.map_err(|e| match e.kind() {
-        ErrorKind::NotFound => {
-            unreadable(e.while_doing(format!("failed to read {}", store.url(&change.key))))
-        }
-        _ => e.while_doing(format!("failed to read {}", store.url(&change.key))),
-    })?;
-    let (format, compression) = object_format(
-        change,
-        route,
-        got.meta.content_type.as_deref(),
-        got.meta.content_encoding.as_deref(),
-    )
-    .map_err(unreadable)?;
-    let schema = writer.arrow_schema().clone();
-    if format == Format::Parquet {
-        drop(got);
-        let file = parquet_file(store, &change.key).await?;
-        let mut dec = ParquetDecoder::new(file, schema, batch_rows).map_err(unreadable)?;
-        stats.bytes = change.size.unwrap_or(0);
-        while let Some(out) = dec.next_batch().map_err(unreadable)? {
-            drain(out, writer, on_bad, &mut stats, url).await?;
-        }
-        return Ok(stats);
-    }
-    let dec = stream_decoder(&format, compression, schema, batch_rows).map_err(unreadable)?;
-    // Decoding (JSON/CSV parsing) and encoding (Parquet, zstd) each take about half the time:
-    // the decoder runs as its own task, a few batches ahead of the writer, so both cores work.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Step>(4);
-    let producer = tokio::spawn(decode_stream(got.body, dec, tx));
-    let mut reported = 0u64;
-    let mut failure = None;
-    while let Some(step) = rx.recv().await {
-        match step {
-            Step::Read(bytes) => {
-                stats.bytes = bytes;
-                if bytes - reported >= 64 << 20 {
-                    reported = bytes;
-                    on_bytes(bytes);
-                }
+    let read = async {
+        let mut stats = ObjectStats::default();
+        let got = store.get(&change.key).await.map_err(|e| match e.kind() {
+            ErrorKind::NotFound => {
+                unreadable(e.while_doing(format!("failed to read {}", store.url(&change.key))))
             }
-            Step::Decoded(out) => {
-                if let Err(f) = drain(out, writer, on_bad, &mut stats, url).await {
+            _ => e.while_doing(format!("failed to read {}", store.url(&change.key))),
+        })?;
+        let (format, compression) = object_format(
+            change,
+            route,
+            got.meta.content_type.as_deref(),
+            got.meta.content_encoding.as_deref(),
+        )
+        .map_err(unreadable)?;
+        let schema = writer.arrow_schema().clone();
+        if format == Format::Parquet {
+            drop(got);
+            let file = parquet_file(store, &change.key).await?;
+            let mut dec = ParquetDecoder::new(file, schema, batch_rows).map_err(unreadable)?;
+            stats.bytes = change.size.unwrap_or(0);
+            while let Some(out) = dec.next_batch().map_err(unreadable)? {
+                drain(out, writer, on_bad, &mut stats, &url).await?;
+            }
+            return Ok(stats);
+        }
+        let dec = stream_decoder(&format, compression, schema, batch_rows).map_err(unreadable)?;
+        // Decoding (JSON/CSV parsing) and encoding (Parquet, zstd) each take about half the time:
+        // the decoder runs as its own task, a few batches ahead of the writer, so both cores work.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Step>(4);
+        let producer = tokio::spawn(decode_stream(got.body, dec, tx));
+        let mut reported = 0u64;
+        let mut failure = None;
+        while let Some(step) = rx.recv().await {
+            match step {
+                Step::Read(bytes) => {
+                    stats.bytes = bytes;
+                    if bytes - reported >= 64 << 20 {
+                        reported = bytes;
+                        on_bytes(bytes);
+                    }
+                }
+                Step::Decoded(out) => {
+                    if let Err(f) = drain(out, writer, on_bad, &mut stats, &url).await {
+                        failure = Some(f);
+                        break;
+                    }
+                }
+                Step::Failed(f) => {
                     failure = Some(f);
                     break;
                 }
             }
-            Step::Failed(f) => {
-                failure = Some(f);
-                break;
-            }
         }
-    }
-    drop(rx);
-    let _ = producer.await;
-    match failure {
-        Some(f) => Err(f),
-        None => Ok(stats),
-    }
+        drop(rx);
+        let _ = producer.await;
+        match failure {
+            Some(f) => Err(f),
+            None => Ok(stats),
+        }
+    };
+    read.await
+        .map_err(|e| e.with_context("object", url.clone()))
 }
 
 /// What the decoding task hands the writer.
