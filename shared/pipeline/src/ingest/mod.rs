@@ -4,11 +4,14 @@
 //! - [`route`]: which table (and targets) a change lands in.
 //! - [`read`]: reading an object into rows (records, metadata or content) and the schema of a
 //!   new table.
-//! - [`batch`]: one batch through the protocol (claims, writers, dead letters, stage, marks).
+//! - [`batch`]: one batch through the protocol, step by step: route, claim (`claims.rs`), read and
+//!   write (`write.rs`), stage, mark.
 
 pub mod batch;
+mod claims;
 pub mod read;
 pub mod route;
+mod write;
 
 use crate::protocol::Outcome;
 

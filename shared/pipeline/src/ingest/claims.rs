@@ -1,0 +1,296 @@
+//! Claims: taking objects for a batch in the checkpoint table, judging the batch that holds a
+//! claim we want, giving an object back, and recording the objects floe does not land.
+
+use floe_checkpoint::{StoreExt, Version, Write, encode, now_ms};
+use floe_core::{ObjectChange, Result};
+
+use super::batch::Run;
+use super::route::Routed;
+use crate::pipeline::Pipeline;
+use crate::protocol::Outcome;
+use crate::protocol::batch::{self, Holder};
+use crate::protocol::claim::{Decision, decide, may_record_ignored, obj_record};
+use crate::protocol::records::{BatchRecord, ObjRecord, ObjState, batch_key, done_key, obj_key};
+
+/// A claimed change.
+pub(super) struct Claimed {
+    pub(super) idx: usize,
+    pub(super) key: String,
+    pub(super) version: Version,
+    /// What the record held before the claim (restored if the object is given back).
+    pub(super) prev: Option<(ObjRecord, Version)>,
+    pub(super) route: usize,
+    pub(super) table: String,
+    /// The MaxCompute table name, when the route has a MaxCompute target.
+    pub(super) maxcompute: Option<String>,
+}
+
+enum Judged {
+    /// Alive and working: leave the object to it.
+    Live,
+    /// It staged (the object is landed).
+    Staged,
+    /// Dead, abandoned or gone: its objects may be taken.
+    Gone,
+}
+
+impl Pipeline {
+    /// Claim the routed changes for the batch: one read and one transaction for everything
+    /// uncontended; an object claimed by another batch, or a lost race, takes the one-object
+    /// path. The claimed come back in the order given (the first object of a new table shapes
+    /// its schema).
+    pub(super) async fn claim_all(
+        &self,
+        run: &mut Run<'_>,
+        routed: &[(usize, Routed)],
+    ) -> Result<Vec<Claimed>> {
+        let mut claimed = Vec::new();
+        let keys: Vec<String> = routed
+            .iter()
+            .map(|(i, _)| obj_key(&run.changes[*i].bucket, &run.changes[*i].key))
+            .collect();
+        let existing = self.checkpoint.get_many(&keys).await?;
+        let mut fast: Vec<(usize, Option<(ObjRecord, Version)>)> = Vec::new();
+        let mut slow = Vec::new();
+        for (j, entry) in existing.into_iter().enumerate() {
+            let i = routed[j].0;
+            let rec = match entry {
+                None => None,
+                Some(e) => match serde_json::from_slice::<ObjRecord>(&e.value) {
+                    Ok(r) => Some((r, e.version)),
+                    Err(_) => {
+                        slow.push(j);
+                        continue;
+                    }
+                },
+            };
+            match decide(rec.as_ref().map(|(r, _)| r), &run.changes[i], &run.batch) {
+                Decision::Claim => fast.push((j, rec)),
+                Decision::Duplicate => run.outcomes[i] = Some(Outcome::Duplicate),
+                Decision::Stale => run.outcomes[i] = Some(Outcome::Stale),
+                Decision::ClaimedBy(_) => slow.push(j),
+            }
+        }
+        let mut values = Vec::with_capacity(fast.len());
+        for (j, _) in &fast {
+            let change = &run.changes[routed[*j].0];
+            let state = ObjState::Claimed {
+                batch: run.batch.clone(),
+            };
+            values.push(encode(&obj_record(change, state, now_ms()))?);
+        }
+        let writes: Vec<Write<'_>> = fast
+            .iter()
+            .zip(values)
+            .map(|((j, rec), value)| match rec {
+                None => Write::Insert {
+                    key: &keys[*j],
+                    value,
+                    ttl: self.dedupe_ttl,
+                },
+                Some((_, v)) => Write::Update {
+                    key: &keys[*j],
+                    value,
+                    expected: v,
+                    ttl: self.dedupe_ttl,
+                },
+            })
+            .collect();
+        let results = self.checkpoint.write_many(&writes).await?;
+        drop(writes);
+        for ((j, prev), result) in fast.into_iter().zip(results) {
+            match result {
+                Some(version) => {
+                    let (i, r) = &routed[j];
+                    claimed.push(Claimed {
+                        idx: *i,
+                        key: keys[j].clone(),
+                        version,
+                        prev,
+                        route: r.route,
+                        table: r.table.clone(),
+                        maxcompute: r.maxcompute.clone(),
+                    });
+                }
+                None => slow.push(j),
+            }
+        }
+        slow.sort_unstable();
+        for j in slow {
+            let (i, r) = &routed[j];
+            match self.claim(&run.changes[*i], &run.batch).await {
+                Ok(Ok((key, version, prev))) => claimed.push(Claimed {
+                    idx: *i,
+                    key,
+                    version,
+                    prev,
+                    route: r.route,
+                    table: r.table.clone(),
+                    maxcompute: r.maxcompute.clone(),
+                }),
+                Ok(Err(outcome)) => run.outcomes[*i] = Some(outcome),
+                Err(e) => run.outcomes[*i] = Some(Outcome::Failed(e)),
+            }
+        }
+        claimed.sort_by_key(|c| c.idx);
+        Ok(claimed)
+    }
+
+    /// Remember an object floe deliberately does not land (so a folder rescan does not offer it
+    /// again, and a redelivery is recognised).
+    pub(super) async fn record_ignored(&self, c: &ObjectChange, reason: &str) -> Result<()> {
+        let key = obj_key(&c.bucket, &c.key);
+        let state = ObjState::Ignored {
+            reason: reason.into(),
+        };
+        let rec = obj_record(c, state, now_ms());
+        for _ in 0..5 {
+            match self.checkpoint.get_json::<ObjRecord>(&key).await? {
+                None => {
+                    if self
+                        .checkpoint
+                        .insert_json(&key, &rec, self.dedupe_ttl)
+                        .await?
+                        .is_some()
+                    {
+                        return Ok(());
+                    }
+                }
+                Some((old, v)) => {
+                    if !may_record_ignored(&old, c) {
+                        return Ok(());
+                    }
+                    if self
+                        .checkpoint
+                        .update_json(&key, &rec, &v, self.dedupe_ttl)
+                        .await?
+                        .is_some()
+                    {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Claim one change for `batch`: `Ok(Ok(..))` claimed, `Ok(Err(outcome))` not ours to do.
+    #[allow(clippy::type_complexity)]
+    async fn claim(
+        &self,
+        c: &ObjectChange,
+        batch: &str,
+    ) -> Result<std::result::Result<(String, Version, Option<(ObjRecord, Version)>), Outcome>> {
+        let key = obj_key(&c.bucket, &c.key);
+        let state = ObjState::Claimed {
+            batch: batch.to_owned(),
+        };
+        let mine = obj_record(c, state, now_ms());
+        for _ in 0..10 {
+            let existing = self.checkpoint.get_json::<ObjRecord>(&key).await?;
+            let decision = decide(existing.as_ref().map(|(r, _)| r), c, batch);
+            let decision = match decision {
+                Decision::ClaimedBy(other) => match self.judge_batch(&other).await? {
+                    Judged::Live => return Ok(Err(Outcome::Busy)),
+                    Judged::Staged => {
+                        if let Some((rec, v)) = &existing {
+                            let mut fixed = rec.clone();
+                            fixed.state = ObjState::Staged {
+                                batch: other.clone(),
+                            };
+                            let _ = self
+                                .checkpoint
+                                .update_json(&key, &fixed, v, self.dedupe_ttl)
+                                .await;
+                        }
+                        return Ok(Err(Outcome::Duplicate));
+                    }
+                    Judged::Gone => Decision::Claim,
+                },
+                d => d,
+            };
+            match decision {
+                Decision::Duplicate => return Ok(Err(Outcome::Duplicate)),
+                Decision::Stale => return Ok(Err(Outcome::Stale)),
+                Decision::ClaimedBy(_) => return Ok(Err(Outcome::Busy)),
+                Decision::Claim => {
+                    let written = match &existing {
+                        None => {
+                            self.checkpoint
+                                .insert_json(&key, &mine, self.dedupe_ttl)
+                                .await?
+                        }
+                        Some((_, v)) => {
+                            self.checkpoint
+                                .update_json(&key, &mine, v, self.dedupe_ttl)
+                                .await?
+                        }
+                    };
+                    if let Some(version) = written {
+                        return Ok(Ok((key, version, existing)));
+                    }
+                    // Lost a race: look again.
+                }
+            }
+        }
+        Ok(Err(Outcome::Busy))
+    }
+
+    /// Decide about a batch that holds a claim we want.
+    async fn judge_batch(&self, other: &str) -> Result<Judged> {
+        let timeout = self.config.ingest.claim_timeout_ms;
+        for _ in 0..5 {
+            let found = self
+                .checkpoint
+                .get_json::<BatchRecord>(&batch_key(other))
+                .await?;
+            let done = match &found {
+                None => self.checkpoint.get(&done_key(other)).await?.is_some(),
+                Some(_) => false,
+            };
+            let rec = found.as_ref().map(|(r, _)| r);
+            let dead = rec.is_some_and(|r| crate::host::is_dead_local_process(&r.owner));
+            match batch::judge(rec, done, now_ms(), timeout, dead) {
+                Holder::Live => return Ok(Judged::Live),
+                Holder::Staged => return Ok(Judged::Staged),
+                Holder::Gone => return Ok(Judged::Gone),
+                Holder::Abandon(abandoned) => {
+                    let Some((_, v)) = &found else {
+                        continue;
+                    };
+                    let ttl = Some(batch::abandoned_ttl(timeout));
+                    if self
+                        .checkpoint
+                        .update_json(&batch_key(other), &abandoned, v, ttl)
+                        .await?
+                        .is_some()
+                    {
+                        tracing::warn!(
+                            batch = other,
+                            "took over the objects of a batch that stopped"
+                        );
+                        return Ok(Judged::Gone);
+                    }
+                }
+            }
+        }
+        Ok(Judged::Live)
+    }
+
+    /// Give an object back: restore what its record held before our claim.
+    pub(super) async fn release(&self, c: &Claimed) -> Result<()> {
+        match &c.prev {
+            None => {
+                self.checkpoint
+                    .delete_if_version(&c.key, &c.version)
+                    .await?;
+            }
+            Some((prev, _)) => {
+                self.checkpoint
+                    .update_json(&c.key, prev, &c.version, self.dedupe_ttl)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}

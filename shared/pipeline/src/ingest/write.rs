@@ -1,0 +1,454 @@
+//! Reading the claimed objects into their tables' writers (tables created on first use, columns
+//! added when a route evolves its schema), and closing the writers into staged files per target.
+//! An object that fails is given back (retryable) or set aside under its route's `on-error`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use floe_checkpoint::Version;
+use floe_core::{Error, ErrorKind, ObjectChange, Result};
+use floe_decode::cdc::MetaRow;
+use floe_decode::decode::BadRecord;
+use floe_iceberg::{
+    StagedFile, TableDefinition, TableWriter, WriterOptions, add_missing_columns, ensure_table,
+    missing_fields, parse_ident,
+};
+use iceberg::table::Table;
+
+use super::batch::Run;
+use super::claims::Claimed;
+use super::read::{
+    content_of, infer_object_schema, metadata_rows, read_records, table_schema_for, unreadable,
+};
+use crate::config::{Mode, OnError};
+use crate::deadletter::{DeadLetter, DeadLetterWriter};
+use crate::pipeline::{Pipeline, ProgressEvent};
+use crate::protocol::Outcome;
+use crate::protocol::records::{BatchRecord, StagedMaxCompute, TargetFiles};
+use crate::targets::TargetId;
+
+/// Per-table state while a batch runs (one per table and MaxCompute target: rows bound for
+/// different targets never share a file).
+pub(super) struct Slot {
+    table: Table,
+    writer: TableWriter,
+    /// The table, `namespace.table`.
+    table_name: String,
+    /// The route whose rows it holds.
+    route: usize,
+    /// The MaxCompute table name, when the route has one.
+    maxcompute: Option<String>,
+    /// Files already closed, written with an earlier schema of the table (schema evolution
+    /// closes the writer before adding columns).
+    closed: Vec<StagedFile>,
+    /// Data file name prefix of this slot's writers.
+    prefix: String,
+    /// How many times the writer was replaced.
+    generation: u32,
+}
+
+/// A metadata row waiting to be written: the change's index and the object's bytes (content mode).
+type MetaItem = (usize, Option<Vec<u8>>);
+
+pub(super) enum WriteResult {
+    Done(HashMap<String, Slot>),
+    GiveBack(usize, Outcome),
+    Abandoned,
+}
+
+impl Pipeline {
+    /// Write every claimed object into its table's writer.
+    pub(super) async fn write_all(
+        &self,
+        run: &mut Run<'_>,
+        claimed: &[Claimed],
+        record: &mut BatchRecord,
+        record_version: &mut Version,
+    ) -> Result<WriteResult> {
+        let changes = run.changes;
+        let batch = run.batch.as_str();
+        let (dead, outcomes, report) = (&mut run.dead, &mut run.outcomes, &mut run.report);
+        let mut slots: HashMap<String, Slot> = HashMap::new();
+        // Per table: (change index, content) of the metadata rows to write.
+        let mut meta: HashMap<String, Vec<MetaItem>> = HashMap::new();
+        for (pos, c) in claimed.iter().enumerate() {
+            if !self.heartbeat(record, record_version).await? {
+                return Ok(WriteResult::Abandoned);
+            }
+            let change = &changes[c.idx];
+            let route = self.router.config(c.route);
+            let store = self.stores.store(change)?;
+            let url = store.url(&change.key);
+            let span = tracing::info_span!("object", bucket = %change.bucket, key = %change.key);
+            let _enter = span.enter();
+
+            // The table (created on first use).
+            let key = slot_key(c);
+            if !slots.contains_key(&key) {
+                let table = match self.table_for(&store, change, route, &c.table).await {
+                    Ok(t) => t,
+                    Err(f) => match self
+                        .object_failed(f, route, change, &url, batch, dead)
+                        .await?
+                    {
+                        Some(outcome) => return Ok(WriteResult::GiveBack(pos, outcome)),
+                        None => {
+                            outcomes[c.idx] =
+                                Some(Outcome::DeadLettered("table could not be created".into()));
+                            continue;
+                        }
+                    },
+                };
+                // Writers of one table in one batch need distinct file names.
+                let prefix = if key == c.table {
+                    batch.to_owned()
+                } else {
+                    format!("{batch}-{}", slots.len())
+                };
+                let writer = TableWriter::new(&table, &self.writer_options(&prefix)).await?;
+                slots.insert(
+                    key.clone(),
+                    Slot {
+                        table,
+                        writer,
+                        table_name: c.table.clone(),
+                        route: c.route,
+                        maxcompute: c.maxcompute.clone(),
+                        closed: Vec::new(),
+                        prefix,
+                        generation: 0,
+                    },
+                );
+            }
+            let Some(slot) = slots.get_mut(&key) else {
+                continue;
+            };
+
+            let mut object_rows = 1;
+            match route.mode {
+                Mode::Metadata | Mode::Content => match content_of(&store, change, route).await {
+                    Ok(content) => {
+                        report.bytes_read += content.as_ref().map_or(0, |c| c.len() as u64);
+                        meta.entry(key.clone()).or_default().push((c.idx, content));
+                        report.rows += 1;
+                    }
+                    Err(f) => {
+                        if let Some(outcome) = self
+                            .object_failed(f, route, change, &url, batch, dead)
+                            .await?
+                        {
+                            return Ok(WriteResult::GiveBack(pos, outcome));
+                        }
+                        outcomes[c.idx] = Some(Outcome::DeadLettered("unreadable object".into()));
+                    }
+                },
+                Mode::Records => {
+                    if route.evolve
+                        && let Err(f) = self.evolve(slot, &store, change, route).await
+                    {
+                        if let Some(outcome) = self
+                            .object_failed(f, route, change, &url, batch, dead)
+                            .await?
+                        {
+                            return Ok(WriteResult::GiveBack(pos, outcome));
+                        }
+                        outcomes[c.idx] = Some(Outcome::DeadLettered("unreadable object".into()));
+                        continue;
+                    }
+                    let mut letters = Vec::new();
+                    let policy = route.on_error;
+                    let mut on_bad = |bad: BadRecord| -> std::result::Result<(), BadRecord> {
+                        match policy {
+                            OnError::Fail => Err(bad),
+                            OnError::Skip => {
+                                tracing::warn!(line = bad.line, reason = %bad.reason, "bad record skipped");
+                                Ok(())
+                            }
+                            OnError::DeadLetter => {
+                                letters.push(bad);
+                                Ok(())
+                            }
+                        }
+                    };
+                    let progress = self.progress.clone();
+                    let on_bytes = move |read: u64| {
+                        if let Some(p) = &progress {
+                            p(ProgressEvent::Reading { change, read });
+                        }
+                    };
+                    let result = read_records(
+                        &store,
+                        change,
+                        route,
+                        &mut slot.writer,
+                        self.config.ingest.batch_rows,
+                        &mut on_bad,
+                        &on_bytes,
+                    )
+                    .await;
+                    for bad in letters {
+                        dead.add(&letter(
+                            batch, route, change, &url, bad.line, bad.reason, bad.raw,
+                        ))
+                        .await?;
+                    }
+                    match result {
+                        Ok(stats) => {
+                            object_rows = stats.rows;
+                            report.rows += stats.rows;
+                            report.bytes_read += stats.bytes;
+                            report.bad_records += stats.bad;
+                            tracing::info!(rows = stats.rows, bad = stats.bad, "object ingested");
+                        }
+                        Err(f) => {
+                            if let Some(outcome) = self
+                                .object_failed(f, route, change, &url, batch, dead)
+                                .await?
+                            {
+                                return Ok(WriteResult::GiveBack(pos, outcome));
+                            }
+                            outcomes[c.idx] =
+                                Some(Outcome::DeadLettered("unreadable object".into()));
+                        }
+                    }
+                }
+            }
+            if let Some(p) = &self.progress {
+                p(ProgressEvent::Done {
+                    change,
+                    done: pos + 1,
+                    total: claimed.len(),
+                    rows: object_rows,
+                });
+            }
+        }
+        // Metadata rows, one batch per table.
+        for (table, items) in meta {
+            let Some(slot) = slots.get_mut(&table) else {
+                continue;
+            };
+            let rows: Vec<MetaRow<'_>> = items
+                .into_iter()
+                .map(|(idx, content)| {
+                    let change = &changes[idx];
+                    let url = self
+                        .stores
+                        .store(change)
+                        .map(|s| s.url(&change.key))
+                        .unwrap_or_else(|_| change.url());
+                    MetaRow {
+                        change,
+                        url,
+                        content,
+                    }
+                })
+                .collect();
+            let batch_rows = metadata_rows(slot.writer.arrow_schema(), &rows)?;
+            slot.writer.write(batch_rows).await?;
+        }
+        Ok(WriteResult::Done(slots))
+    }
+
+    /// Close the writers: every slot's files, per target (an Iceberg table, a MaxCompute table).
+    pub(super) async fn close_slots(
+        &self,
+        run: &mut Run<'_>,
+        slots: HashMap<String, Slot>,
+    ) -> Result<BTreeMap<TargetId, TargetFiles>> {
+        let mut targets = BTreeMap::new();
+        for (_, slot) in slots {
+            let arrow = slot.writer.arrow_schema().clone();
+            let files = slot.writer.close().await?;
+            let mut staged = slot.closed;
+            for f in files {
+                staged.push(StagedFile::new(&slot.table, f)?);
+            }
+            run.report.files += staged.len();
+            if self.router.config(slot.route).targets.iceberg {
+                add_files(
+                    &mut targets,
+                    TargetId::iceberg(&self.catalog_name, &slot.table_name),
+                    &slot.table_name,
+                    &staged,
+                    None,
+                );
+            }
+            if let Some(name) = &slot.maxcompute {
+                let (target, detail) = crate::targets::maxcompute::staging(
+                    self.router.config(slot.route),
+                    self.config.maxcompute.as_ref(),
+                    name,
+                    &arrow,
+                )?;
+                add_files(
+                    &mut targets,
+                    target,
+                    &slot.table_name,
+                    &staged,
+                    Some(detail),
+                );
+            }
+        }
+        Ok(targets)
+    }
+
+    fn writer_options(&self, prefix: &str) -> WriterOptions {
+        WriterOptions {
+            target_file_size_bytes: self.config.ingest.target_file_size_bytes as usize,
+            row_group_rows: self.config.ingest.row_group_rows,
+            file_prefix: prefix.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    /// Schema evolution: add the top-level fields this object brings that the table lacks, as
+    /// optional columns. The slot's writer is closed first (its files keep the schema they were
+    /// written with) and a new one opened on the evolved table.
+    async fn evolve(
+        &self,
+        slot: &mut Slot,
+        store: &Arc<dyn floe_storage::ObjectStore>,
+        change: &ObjectChange,
+        route: &crate::config::RouteConfig,
+    ) -> Result<()> {
+        let sample = infer_object_schema(store, change, route).await?;
+        let missing: Vec<floe_decode::Field> = missing_fields(&slot.table, &sample.fields)
+            .into_iter()
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let ident = parse_ident(&slot.table_name).map_err(unreadable)?;
+        let table = add_missing_columns(self.catalog.as_ref(), &ident, &missing).await?;
+        slot.generation += 1;
+        let prefix = format!("{}-s{}", slot.prefix, slot.generation);
+        let writer = TableWriter::new(&table, &self.writer_options(&prefix)).await?;
+        let old_writer = std::mem::replace(&mut slot.writer, writer);
+        let old_table = std::mem::replace(&mut slot.table, table);
+        for f in old_writer.close().await? {
+            slot.closed.push(StagedFile::new(&old_table, f)?);
+        }
+        Ok(())
+    }
+
+    /// The table a route writes for this object, created if missing.
+    async fn table_for(
+        &self,
+        store: &Arc<dyn floe_storage::ObjectStore>,
+        change: &ObjectChange,
+        route: &crate::config::RouteConfig,
+        table: &str,
+    ) -> Result<Table> {
+        let ident = parse_ident(table).map_err(unreadable)?;
+        if let Some(t) = floe_iceberg::load_table(self.catalog.as_ref(), &ident).await? {
+            return Ok(t);
+        }
+        let schema = table_schema_for(store, change, route).await?;
+        let definition = TableDefinition {
+            schema,
+            partition_by: route.partition_by.clone(),
+            properties: crate::targets::maxcompute::staging_properties(route),
+        };
+        ensure_table(self.catalog.as_ref(), &ident, &definition)
+            .await
+            .map_err(|e| match e.kind() {
+                ErrorKind::Config | ErrorKind::InvalidInput => unreadable(e),
+                _ => e,
+            })
+    }
+
+    /// Handle an object that failed: `Some(outcome)` gives it back (the batch restarts without
+    /// it); `None` means it was set aside under the route's policy and the batch goes on. A
+    /// retryable error is given back to be tried again; any other is the route's `on-error`'s.
+    async fn object_failed(
+        &self,
+        e: Error,
+        route: &crate::config::RouteConfig,
+        change: &ObjectChange,
+        url: &str,
+        batch: &str,
+        dead: &mut DeadLetterWriter,
+    ) -> Result<Option<Outcome>> {
+        if e.is_retryable() {
+            tracing::warn!(error = %e, "object failed; it will be retried");
+            return Ok(Some(Outcome::Failed(e)));
+        }
+        match route.on_error {
+            OnError::Fail => {
+                tracing::error!(error = %e, "object rejected under on-error = fail");
+                Ok(Some(Outcome::Failed(e)))
+            }
+            OnError::Skip => {
+                tracing::warn!(error = %e, "object unreadable; skipped");
+                Ok(None)
+            }
+            OnError::DeadLetter => {
+                tracing::warn!(error = %e, "object unreadable; dead-lettered");
+                dead.add(&letter(
+                    batch,
+                    route,
+                    change,
+                    url,
+                    None,
+                    e.to_string(),
+                    String::new(),
+                ))
+                .await?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn letter(
+    batch: &str,
+    route: &crate::config::RouteConfig,
+    change: &ObjectChange,
+    url: &str,
+    line: Option<u64>,
+    reason: String,
+    raw: String,
+) -> DeadLetter {
+    DeadLetter {
+        time: chrono::Utc::now().to_rfc3339(),
+        batch: batch.to_owned(),
+        route: route.name.clone(),
+        bucket: change.bucket.clone(),
+        key: change.key.clone(),
+        url: url.to_owned(),
+        line,
+        reason,
+        raw,
+    }
+}
+
+/// The slot of a claimed change: its table alone for an Iceberg-only route (so routes sharing a
+/// table share its files, as before MaxCompute targets existed), else table, route and
+/// MaxCompute table.
+fn slot_key(c: &Claimed) -> String {
+    match &c.maxcompute {
+        None => c.table.clone(),
+        Some(m) => format!("{}\u{1f}{}\u{1f}{m}", c.table, c.route),
+    }
+}
+
+/// Add a slot's files to a target of the batch (slots of one table share its Iceberg target).
+fn add_files(
+    targets: &mut BTreeMap<TargetId, TargetFiles>,
+    target: TargetId,
+    table: &str,
+    files: &[StagedFile],
+    maxcompute: Option<StagedMaxCompute>,
+) {
+    let t = targets.entry(target).or_insert_with(|| TargetFiles {
+        table: table.to_owned(),
+        files: Vec::new(),
+        rows: 0,
+        bytes: 0,
+        maxcompute,
+    });
+    t.rows += files.iter().map(|f| f.rows).sum::<u64>();
+    t.bytes += files.iter().map(|f| f.bytes).sum::<u64>();
+    t.files.extend_from_slice(files);
+}
