@@ -1,7 +1,7 @@
 //! Every crash point of the protocol (see [`crate::protocol`]), in-process: a pipeline halts at
 //! the point (its future is dropped there, nothing after it runs), another pipeline on the same
 //! SQLite checkpoint table and the same in-memory Iceberg catalog recovers, and every row is in
-//! the table exactly once.
+//! the table exactly once; the MaxCompute session points run against the MaxCompute emulator.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -72,7 +72,16 @@ async fn memory_catalog(dir: &Path) -> Arc<dyn Catalog> {
 }
 
 async fn pipeline(dir: &Path, catalog: &Arc<dyn Catalog>, faults: Faults) -> Pipeline {
-    let raw = parse(CONFIG, false).unwrap();
+    pipeline_of(CONFIG, dir, catalog, faults).await
+}
+
+async fn pipeline_of(
+    text: &str,
+    dir: &Path,
+    catalog: &Arc<dyn Catalog>,
+    faults: Faults,
+) -> Pipeline {
+    let raw = parse(text, false).unwrap();
     let mut config = FloeConfig::from_raw(raw, dir).unwrap();
     config.ingest.claim_timeout_ms = TIMEOUT_MS;
     config.commit.lease_ms = TIMEOUT_MS;
@@ -147,9 +156,13 @@ macro_rules! crash_point_tests {
         #[test]
         fn every_iceberg_and_ingest_point_has_a_test() {
             let tested = [$($point),*];
+            let mc = maxcompute::POINTS_TESTED;
             for p in crate::fault::POINTS {
-                let elsewhere = p.starts_with("commit.mc.") || p.starts_with("backfill.");
-                assert!(elsewhere || tested.contains(p), "no in-process test for {p}");
+                let elsewhere = p.starts_with("backfill.");
+                assert!(
+                    elsewhere || tested.contains(p) || mc.contains(p),
+                    "no in-process test for {p}"
+                );
             }
         }
     };
@@ -180,4 +193,145 @@ async fn a_pass_without_faults_lands_every_row_once() {
     assert_eq!(report.rows(), 9);
     assert_eq!(report.dead_letters(), 1);
     assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>());
+}
+
+/// The MaxCompute session protocol's crash points, against the MaxCompute emulator (REST and
+/// tunnel over HTTP, in this process): a route into MaxCompute only, one upload session per
+/// commit; recovery resumes the recorded session, or redoes an expired one.
+mod maxcompute {
+    use floe_signing::Credentials;
+    use floe_testbed::maxcompute::{MaxComputeEmulator, MaxComputeEmulatorConfig};
+    use floe_tunnel_codec::Value;
+
+    use super::*;
+
+    pub(super) const POINTS_TESTED: &[&str] = &[
+        "commit.mc.after-save-modes",
+        "commit.mc.after-session",
+        "commit.mc.after-blocks",
+        "commit.mc.after-commit",
+    ];
+
+    const ACCESS_ID: &str = "LTAI5tTestAccessKeyId01";
+    const SECRET: &str = "test-secret";
+
+    fn config(emu: &MaxComputeEmulator) -> String {
+        format!(
+            r#"
+[source]
+folder = "bucket"
+bucket = "b"
+
+[checkpoint]
+path = "checkpoint.db"
+
+[dead-letter]
+path = "dead-letter"
+
+[ingest]
+batch-objects = 2
+
+[maxcompute]
+endpoint = "{}"
+tunnel_endpoint = "{}"
+project = "proj"
+accessId = "{ACCESS_ID}"
+accesskey = "{SECRET}"
+table_name = "events"
+
+[[routes]]
+suffix = ".ndjson"
+targets = ["maxcompute"]
+schema = '{{"fields":[{{"name":"id","type":"long","required":true}},{{"name":"v","type":"string"}}]}}'
+"#,
+            emu.endpoint(),
+            emu.tunnel_endpoint()
+        )
+    }
+
+    fn ids(emu: &MaxComputeEmulator) -> Vec<i64> {
+        let mut ids: Vec<i64> = emu
+            .rows("proj.events", None)
+            .unwrap()
+            .iter()
+            .map(|r| match &r[0] {
+                Value::BigInt(n) => *n,
+                other => panic!("id {other:?}"),
+            })
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    async fn crash_and_recover(point: &str, expire: bool) {
+        let mut emu_config = MaxComputeEmulatorConfig::new(Credentials::new(ACCESS_ID, SECRET));
+        emu_config.sql_running_polls = 0;
+        emu_config.upsert_commit_polls = 0;
+        let emu = MaxComputeEmulator::start(emu_config).await.unwrap();
+        let text = config(&emu);
+        let dir = tempfile::tempdir().unwrap();
+        write_bucket(dir.path());
+        let catalog = memory_catalog(dir.path()).await;
+        {
+            let faults = Faults::halt_at(point);
+            let crashed = pipeline_of(&text, dir.path(), &catalog, faults).await;
+            tokio::select! {
+                r = crashed.run_once(true) => panic!("{point}: the pass ended without reaching the point: {r:?}"),
+                () = crashed.faults().halted() => {}
+            }
+        }
+        if expire {
+            emu.advance_clock(Duration::from_secs(25 * 3600));
+        }
+        tokio::time::sleep(Duration::from_millis(TIMEOUT_MS + 10)).await;
+        let p = pipeline_of(&text, dir.path(), &catalog, Faults::default()).await;
+        let first = p.run_once(true).await.unwrap();
+        assert!(
+            first.failures().is_empty(),
+            "{point}: {:?}",
+            first.failures()
+        );
+        let again = p.run_once(true).await.unwrap();
+        assert!(
+            again.commits.commits.is_empty(),
+            "{point}: {:?}",
+            again.commits
+        );
+        assert_eq!(
+            ids(&emu),
+            (1..=9).collect::<Vec<_>>(),
+            "{point} (expired: {expire})"
+        );
+        assert!(p.staged_summary().await.unwrap().is_empty(), "{point}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_save_modes() {
+        crash_and_recover("commit.mc.after-save-modes", false).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_session() {
+        crash_and_recover("commit.mc.after-session", false).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_session_expired() {
+        crash_and_recover("commit.mc.after-session", true).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_blocks() {
+        crash_and_recover("commit.mc.after-blocks", false).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_blocks_expired() {
+        crash_and_recover("commit.mc.after-blocks", true).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_commit() {
+        crash_and_recover("commit.mc.after-commit", false).await;
+    }
 }
