@@ -8,6 +8,7 @@ use crate::config::SourceConfig;
 use crate::ingest::BatchReport;
 use crate::pipeline::Pipeline;
 use crate::protocol::Outcome;
+use crate::sources::land::far_future;
 use crate::sources::{BackfillReport, PollReport};
 use crate::targets::commit::CommitReport;
 
@@ -75,9 +76,10 @@ impl Pipeline {
             unchanged: scan.unchanged,
             ..Default::default()
         };
-        for batch in self.batches(&scan.changes) {
-            report.batches.push(self.ingest(batch).await?);
-        }
+        report.batches = self
+            .land_changes(&scan.changes, far_future())
+            .await?
+            .batches;
         report.commits = self.commit(commit_now).await?;
         Ok(report)
     }
@@ -101,13 +103,9 @@ impl Pipeline {
             unchanged: scan.unchanged,
             ..Default::default()
         };
-        for batch in self.batches(&scan.changes) {
-            if std::time::Instant::now() >= stop_at {
-                return Ok((report, false));
-            }
-            report.batches.push(self.ingest(batch).await?);
-        }
-        Ok((report, true))
+        let landing = self.land_changes(&scan.changes, stop_at).await?;
+        report.batches = landing.batches;
+        Ok((report, landing.unattempted == 0))
     }
 
     /// Run until `stop` resolves: rescan every `poll-interval-ms`, commit when due. Calls

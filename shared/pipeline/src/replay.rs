@@ -27,10 +27,11 @@ use floe_checkpoint::StoreExt;
 use floe_core::{Error, ObjectChange, Operation, Provider, Result};
 
 use crate::config::SourceConfig;
-use crate::ingest::{BatchReport, BatchTotals};
+use crate::ingest::BatchTotals;
 use crate::pipeline::Pipeline;
 use crate::protocol::Outcome;
 use crate::protocol::records::{ObjRecord, ObjState, obj_key};
+use crate::sources::land::far_future;
 use crate::sources::normalized;
 
 /// One object of a replay and what became of it.
@@ -127,10 +128,7 @@ impl Pipeline {
                 recorded_batch: None,
             });
         }
-        let mut batches: Vec<BatchReport> = Vec::new();
-        for batch in self.batches(&changes) {
-            batches.push(self.ingest(batch).await?);
-        }
+        let batches = self.land_changes(&changes, far_future()).await?.batches;
         let totals = BatchTotals::of(&batches);
         let bad_records = batches.iter().map(|b| b.bad_records).sum();
         let mut outcomes = batches.into_iter().flat_map(|b| b.outcomes);

@@ -33,11 +33,12 @@ use floe_storage::{ObjectMeta, ObjectStore};
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
+use super::land::far_future;
 use super::{CloudSource, normalized};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
 use crate::ingest::BatchReport;
 use crate::pipeline::Pipeline;
-use crate::protocol::Outcome;
+use crate::protocol::ack::Ack;
 
 /// Tries of a page's objects that are not done before the backfill stops at that page.
 const PAGE_TRIES: u32 = 3;
@@ -372,29 +373,23 @@ impl Pipeline {
         let mut pending: Vec<ObjectChange> = changes.to_vec();
         let mut tries = Retry::new(PAGE_RETRY);
         while !pending.is_empty() {
-            let batches = self.ingest_in_batches(&pending).await?;
+            let landing = self.land_changes(&pending, far_future()).await?;
             let mut retry = Vec::new();
             let mut refused = Vec::new();
             let mut why = Vec::new();
-            for (c, o) in pending
-                .iter()
-                .zip(batches.iter().flat_map(|b| b.outcomes.iter()))
-            {
-                match o {
-                    Outcome::Failed(e) if !e.is_retryable() => {
+            for (c, verdict) in pending.iter().zip(landing.acks) {
+                match verdict {
+                    Ack::Done => {}
+                    Ack::Leave { why: e, .. } if !e.is_retryable() => {
                         refused.push((c.clone(), e.to_string()))
                     }
-                    Outcome::Failed(e) => {
+                    Ack::Leave { why: e, .. } => {
                         why.push(format!("{}: {e}", c.url()));
                         retry.push(c.clone());
                     }
-                    Outcome::Busy => {
-                        why.push(format!("{}: another live batch is landing it", c.url()));
-                        retry.push(c.clone());
-                    }
-                    _ => {}
                 }
             }
+            let batches = landing.batches;
             report.batches.extend(batches);
             if !refused.is_empty() {
                 self.dead_letter_listed(&refused).await?;

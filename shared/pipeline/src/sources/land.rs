@@ -32,6 +32,11 @@ pub struct Landing {
     pub unattempted: usize,
 }
 
+/// An instant no pass reaches: landing without a stop.
+pub fn far_future() -> Instant {
+    Instant::now() + std::time::Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
 /// Batches of whole deliveries: a batch closes before the delivery that would take it past
 /// `max_objects` changes or `max_bytes` bytes (a delivery larger than either is a batch alone).
 /// `sizes` gives each delivery's (changes, bytes).
@@ -105,28 +110,20 @@ impl Pipeline {
         Ok(landing)
     }
 
-    /// Split changes into batches by `ingest.batch-objects` and `ingest.batch-bytes` (each change
-    /// its own delivery).
-    pub fn batches<'a>(&self, changes: &'a [ObjectChange]) -> Vec<&'a [ObjectChange]> {
-        let (max_objects, max_bytes) = limits(&self.config.ingest);
-        let sizes = changes.iter().map(|c| (1, c.size.unwrap_or(0)));
-        plan_batches(sizes, max_objects, max_bytes)
-            .into_iter()
-            .map(|r| &changes[r])
-            .collect()
-    }
-
-    /// Ingest `changes` in batches (see [`Pipeline::batches`]); the reports' outcomes,
-    /// concatenated, are one per change in order.
-    pub(crate) async fn ingest_in_batches(
+    /// Land `changes` as deliveries of one change each (a scanned or listed object is its own
+    /// message), starting no batch at or after `stop_at`.
+    pub async fn land_changes(
         &self,
         changes: &[ObjectChange],
-    ) -> Result<Vec<BatchReport>> {
-        let mut reports = Vec::new();
-        for batch in self.batches(changes) {
-            reports.push(self.ingest(batch).await?);
-        }
-        Ok(reports)
+        stop_at: Instant,
+    ) -> Result<Landing> {
+        let deliveries: Vec<Delivery> = changes
+            .iter()
+            .map(|c| Delivery {
+                changes: vec![c.clone()],
+            })
+            .collect();
+        self.land(&deliveries, stop_at).await
     }
 }
 

@@ -16,6 +16,7 @@ use floe_core::{Error, Result};
 use futures::FutureExt;
 
 use super::CloudSource;
+use super::land::far_future;
 use crate::passes::RunReport;
 use crate::pipeline::Pipeline;
 use crate::sources::backfill::BackfillStop;
@@ -24,11 +25,6 @@ use crate::sources::queue::PollStop;
 /// The waits after rounds that failed with a retryable error: 1 s doubling to a minute, for as
 /// long as they keep failing.
 const ROUND_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(60));
-
-/// A deadline no pass reaches.
-fn far_deadline() -> Instant {
-    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
-}
 
 impl Pipeline {
     /// The cloud source, or an error saying the configuration has none.
@@ -62,7 +58,7 @@ impl Pipeline {
 
     /// `floe run` (one pass) over a cloud source; see the module doc.
     pub(crate) async fn run_cloud_once(&self, commit_now: bool) -> Result<RunReport> {
-        let mut report = self.cloud_round(far_deadline()).await?;
+        let mut report = self.cloud_round(far_future()).await?;
         report.commits = self.commit(commit_now).await?;
         Ok(report)
     }
