@@ -17,6 +17,7 @@ use iceberg::{Catalog, CatalogBuilder, TableIdent};
 use crate::config::{FloeConfig, parse};
 use crate::fault::Faults;
 use crate::pipeline::Pipeline;
+use crate::protocol::Outcome;
 
 const CONFIG: &str = r#"
 [source]
@@ -181,6 +182,54 @@ crash_point_tests! {
     after_done => "commit.after-done",
     after_batches => "commit.after-batches",
     second_batch_after_stage => "ingest.after-stage@2",
+}
+
+#[tokio::test]
+async fn an_object_that_fails_is_named_and_the_rest_of_its_batch_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    // Not gzip at all: the decoder fails on the first bytes.
+    std::fs::write(dir.path().join("bucket/broken.ndjson.gz"), b"not gzip").unwrap();
+    let catalog = memory_catalog(dir.path()).await;
+    let text = CONFIG.replace(
+        "suffix = \".ndjson\"",
+        "suffix = [\".ndjson\", \".gz\"]\non-error = \"fail\"",
+    );
+    let p = pipeline_of(&text, dir.path(), &catalog, Faults::default()).await;
+    let report = p.run_once(true).await.unwrap();
+    let failed: Vec<String> = report
+        .batches
+        .iter()
+        .flat_map(|b| b.outcomes.iter())
+        .filter_map(|o| match o {
+            Outcome::Failed(e) => Some(format!("{e:?}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        failed.len(),
+        2,
+        "the bad line under fail, and the broken object: {failed:?}"
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|e| e.contains("broken.ndjson.gz") && !e.contains("retryable")),
+        "the decoder's error names the object and is final: {failed:?}"
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|e| e.contains("b.ndjson") && e.contains("line 4")),
+        "the rejected record names the object and line: {failed:?}"
+    );
+    let mut want: Vec<i64> = (1..=3).chain(7..=9).collect();
+    want.sort_unstable();
+    assert_eq!(
+        ids(&catalog).await,
+        want,
+        "the other objects of the batch land"
+    );
 }
 
 #[tokio::test]
