@@ -7,10 +7,9 @@ use std::collections::BTreeMap;
 use floe_checkpoint::{StoreExt, Version, Write, encode, now_ms};
 use floe_core::{Error, ObjectChange, Operation, Result};
 
-use super::BatchReport;
-use super::claims::Claimed;
 use super::route::Routed;
 use super::write::WriteResult;
+use super::{BatchReport, Claimed, Run};
 use crate::config::Mode;
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
 use crate::pipeline::Pipeline;
@@ -21,33 +20,6 @@ use crate::protocol::records::{
     BatchRecord, DoneRecord, ObjState, TargetFiles, batch_key, done_key,
 };
 use crate::targets::TargetId;
-
-/// One batch while it runs: its changes and what became of each, its report and its dead
-/// letters.
-pub(super) struct Run<'c> {
-    pub(super) batch: String,
-    pub(super) changes: &'c [ObjectChange],
-    pub(super) outcomes: Vec<Option<Outcome>>,
-    pub(super) report: BatchReport,
-    pub(super) dead: DeadLetterWriter,
-}
-
-impl Run<'_> {
-    /// The report, with an outcome for every change.
-    fn finish(mut self) -> BatchReport {
-        self.report.outcomes = finish(self.outcomes);
-        self.report
-    }
-
-    /// Every claimed change is busy: another instance took the batch over.
-    fn abandoned(mut self, claimed: &[Claimed]) -> BatchReport {
-        for c in claimed {
-            self.outcomes[c.idx] = Some(Outcome::Busy);
-        }
-        self.report.files = 0;
-        self.finish()
-    }
-}
 
 impl Pipeline {
     /// Land a batch of changes: route, claim, read and write, stage, mark (see
@@ -275,15 +247,4 @@ impl Pipeline {
             None => Ok(false),
         }
     }
-}
-
-fn finish(outcomes: Vec<Option<Outcome>>) -> Vec<Outcome> {
-    outcomes
-        .into_iter()
-        .map(|o| {
-            o.unwrap_or_else(|| {
-                Outcome::Failed(Error::unexpected("change left without an outcome"))
-            })
-        })
-        .collect()
 }

@@ -4,26 +4,13 @@
 use floe_checkpoint::{StoreExt, Version, Write, encode, now_ms};
 use floe_core::{ObjectChange, Result};
 
-use super::batch::Run;
 use super::route::Routed;
+use super::{Claimed, Run};
 use crate::pipeline::Pipeline;
 use crate::protocol::Outcome;
 use crate::protocol::batch::{self, Holder};
 use crate::protocol::claim::{Decision, decide, may_record_ignored, obj_record};
 use crate::protocol::records::{BatchRecord, ObjRecord, ObjState, batch_key, done_key, obj_key};
-
-/// A claimed change.
-pub(super) struct Claimed {
-    pub(super) idx: usize,
-    pub(super) key: String,
-    pub(super) version: Version,
-    /// What the record held before the claim (restored if the object is given back).
-    pub(super) prev: Option<(ObjRecord, Version)>,
-    pub(super) route: usize,
-    pub(super) table: String,
-    /// The MaxCompute table name, when the route has a MaxCompute target.
-    pub(super) maxcompute: Option<String>,
-}
 
 enum Judged {
     /// Alive and working: leave the object to it.

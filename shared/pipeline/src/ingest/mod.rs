@@ -13,7 +13,12 @@ pub mod read;
 pub mod route;
 mod write;
 
+use floe_checkpoint::Version;
+use floe_core::{Error, ObjectChange};
+
+use crate::deadletter::DeadLetterWriter;
 use crate::protocol::Outcome;
+use crate::protocol::records::ObjRecord;
 
 /// What a batch did.
 #[derive(Debug, Default)]
@@ -66,4 +71,55 @@ impl BatchTotals {
                 dead_letters: t.dead_letters + b.dead_letters,
             })
     }
+}
+
+/// A claimed change.
+pub(crate) struct Claimed {
+    pub(crate) idx: usize,
+    pub(crate) key: String,
+    pub(crate) version: Version,
+    /// What the record held before the claim (restored if the object is given back).
+    pub(crate) prev: Option<(ObjRecord, Version)>,
+    pub(crate) route: usize,
+    pub(crate) table: String,
+    /// The MaxCompute table name, when the route has a MaxCompute target.
+    pub(crate) maxcompute: Option<String>,
+}
+
+/// One batch while it runs: its changes and what became of each, its report and its dead
+/// letters.
+pub(crate) struct Run<'c> {
+    pub(crate) batch: String,
+    pub(crate) changes: &'c [ObjectChange],
+    pub(crate) outcomes: Vec<Option<Outcome>>,
+    pub(crate) report: BatchReport,
+    pub(crate) dead: DeadLetterWriter,
+}
+
+impl Run<'_> {
+    /// The report, with an outcome for every change.
+    pub(crate) fn finish(mut self) -> BatchReport {
+        self.report.outcomes = finish(self.outcomes);
+        self.report
+    }
+
+    /// Every claimed change is busy: another instance took the batch over.
+    pub(crate) fn abandoned(mut self, claimed: &[Claimed]) -> BatchReport {
+        for c in claimed {
+            self.outcomes[c.idx] = Some(Outcome::Busy);
+        }
+        self.report.files = 0;
+        self.finish()
+    }
+}
+
+fn finish(outcomes: Vec<Option<Outcome>>) -> Vec<Outcome> {
+    outcomes
+        .into_iter()
+        .map(|o| {
+            o.unwrap_or_else(|| {
+                Outcome::Failed(Error::unexpected("change left without an outcome"))
+            })
+        })
+        .collect()
 }

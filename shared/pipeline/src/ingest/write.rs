@@ -15,11 +15,10 @@ use floe_iceberg::{
 };
 use iceberg::table::Table;
 
-use super::batch::Run;
-use super::claims::Claimed;
 use super::read::{
     content_of, infer_object_schema, metadata_rows, read_records, table_schema_for, unreadable,
 };
+use super::{Claimed, Run};
 use crate::config::{Mode, OnError};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
 use crate::pipeline::{Pipeline, ProgressEvent};
