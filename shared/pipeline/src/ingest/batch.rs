@@ -1,5 +1,5 @@
-//! One ingest batch, step by step: route, open the batch record, claim ([`super::claims`]),
-//! read and write ([`super::write`]), stage with one compare-and-set, mark the objects. See
+//! One ingest batch, step by step: route, open the batch record, claim (`claims.rs`),
+//! read and write (`write.rs`), stage with one compare-and-set, mark the objects. See
 //! [`crate::protocol`] for what each step writes and what a crash after it leaves.
 
 use std::collections::BTreeMap;

@@ -67,47 +67,33 @@ pub fn lease_key(target: &TargetId) -> String {
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ObjState {
     /// A batch is working on it.
-    Claimed {
-        /// The batch.
-        batch: String,
-    },
+    Claimed { batch: String },
     /// What it produced is staged (durable); the committers finish it.
     Staged {
         /// The batch that staged it.
         batch: String,
     },
     /// It could not be read at all and was dead-lettered (or skipped) under the route's policy.
-    Failed {
-        /// Why.
-        reason: String,
-    },
+    Failed { reason: String },
     /// No route took it, or its operation produces no rows for its route.
-    Ignored {
-        /// Why.
-        reason: String,
-    },
+    Ignored { reason: String },
 }
 
 /// The latest identity of an object and where it is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjRecord {
-    /// Bucket.
     pub bucket: String,
-    /// Key.
     pub key: String,
     /// Created or removed.
     pub operation: Operation,
     /// ETag of the version (None for removals).
     pub etag: Option<String>,
-    /// Version id.
     pub version_id: Option<String>,
-    /// S3 sequencer.
     pub sequencer: Option<String>,
     /// Event time, ms since the epoch.
     pub event_time_ms: Option<i64>,
     /// Size in bytes.
     pub size: Option<u64>,
-    /// Where it is.
     #[serde(flatten)]
     pub state: ObjState,
     /// When the state was set, ms since the epoch.
@@ -117,9 +103,7 @@ pub struct ObjRecord {
 /// Who runs a batch or holds a lease.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owner {
-    /// Host name.
     pub host: String,
-    /// Process id.
     pub pid: u32,
     /// This run's id.
     pub run: String,
@@ -142,7 +126,6 @@ pub enum BatchState {
 pub struct TargetFiles {
     /// The table, `namespace.table`.
     pub table: String,
-    /// The data files.
     pub files: Vec<StagedFile>,
     /// Rows in them.
     pub rows: u64,
@@ -156,9 +139,7 @@ pub struct TargetFiles {
 /// A live ingest batch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchRecord {
-    /// The batch id.
     pub id: String,
-    /// Its state.
     pub state: BatchState,
     /// Who runs it.
     pub owner: Owner,
@@ -198,11 +179,9 @@ pub enum CommitState {
 pub struct CommitRecord {
     /// The commit id (also in the snapshot summary).
     pub id: String,
-    /// The target.
     pub target: TargetId,
     /// The batches it takes.
     pub batches: Vec<String>,
-    /// Its state.
     pub state: CommitState,
     /// When it was started.
     pub created_ms: i64,
@@ -217,7 +196,6 @@ pub struct CommitRecord {
 /// A committer's lease on a target.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
-    /// The holder.
     pub owner: Owner,
     /// Until when, ms since the epoch (also the entry's TTL).
     pub until_ms: i64,
@@ -231,7 +209,6 @@ pub fn setup_key(target: &TargetId) -> String {
 /// What a batch record keeps for a MaxCompute target besides its files.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StagedMaxCompute {
-    /// The table.
     pub table: TableId,
     /// The partition written (`partition_spec`), if any.
     pub partition: Option<String>,
