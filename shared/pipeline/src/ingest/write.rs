@@ -49,6 +49,25 @@ pub(super) struct Slot {
 /// A metadata row waiting to be written: the change's index and the object's bytes (content mode).
 type MetaItem = (usize, Option<Vec<u8>>);
 
+/// An object that failed while being written: the error (the route's `on-error` or a retry
+/// decides), what its dead-letter outcome says, and whether it counts as a finished object for
+/// progress.
+pub(super) struct Failed {
+    error: Error,
+    label: &'static str,
+    counts: bool,
+}
+
+impl Failed {
+    fn new(error: Error, label: &'static str, counts: bool) -> Self {
+        Failed {
+            error,
+            label,
+            counts,
+        }
+    }
+}
+
 pub(super) enum WriteResult {
     Done(HashMap<String, Slot>),
     GiveBack(usize, Outcome),
@@ -65,8 +84,6 @@ impl Pipeline {
         record_version: &mut Version,
     ) -> Result<WriteResult> {
         let changes = run.changes;
-        let batch = run.batch.as_str();
-        let (dead, outcomes, report) = (&mut run.dead, &mut run.outcomes, &mut run.report);
         let mut slots: HashMap<String, Slot> = HashMap::new();
         // Per table: (change index, content) of the metadata rows to write.
         let mut meta: HashMap<String, Vec<MetaItem>> = HashMap::new();
@@ -77,151 +94,174 @@ impl Pipeline {
             let change = &changes[c.idx];
             let route = self.router.config(c.route);
             let store = self.stores.store(change)?;
-            let url = store.url(&change.key);
             let span = tracing::info_span!("object", bucket = %change.bucket, key = %change.key);
             let _enter = span.enter();
 
-            // The table (created on first use).
             let key = slot_key(c);
-            if !slots.contains_key(&key) {
-                let table = match self.table_for(&store, change, route, &c.table).await {
-                    Ok(t) => t,
-                    Err(f) => match self
-                        .object_failed(f, route, change, &url, batch, dead)
-                        .await?
+            let read = match self
+                .slot_for(&mut slots, &run.batch, c, &store, change)
+                .await?
+            {
+                Err(e) => Err(Failed::new(e, "table could not be created", false)),
+                Ok(slot) => match route.mode {
+                    Mode::Metadata | Mode::Content => match content_of(&store, change, route).await
                     {
-                        Some(outcome) => return Ok(WriteResult::GiveBack(pos, outcome)),
-                        None => {
-                            outcomes[c.idx] =
-                                Some(Outcome::DeadLettered("table could not be created".into()));
-                            continue;
+                        Ok(content) => {
+                            run.report.bytes_read += content.as_ref().map_or(0, |c| c.len() as u64);
+                            run.report.rows += 1;
+                            meta.entry(key).or_default().push((c.idx, content));
+                            Ok(1)
                         }
+                        Err(e) => Err(Failed::new(e, "unreadable object", true)),
                     },
-                };
-                // Writers of one table in one batch need distinct file names.
-                let prefix = if key == c.table {
-                    batch.to_owned()
-                } else {
-                    format!("{batch}-{}", slots.len())
-                };
-                let writer = TableWriter::new(&table, &self.writer_options(&prefix)).await?;
-                slots.insert(
-                    key.clone(),
-                    Slot {
-                        table,
-                        writer,
-                        table_name: c.table.clone(),
-                        route: c.route,
-                        maxcompute: c.maxcompute.clone(),
-                        closed: Vec::new(),
-                        prefix,
-                        generation: 0,
-                    },
-                );
-            }
-            let Some(slot) = slots.get_mut(&key) else {
-                continue;
-            };
-
-            let mut object_rows = 1;
-            match route.mode {
-                Mode::Metadata | Mode::Content => match content_of(&store, change, route).await {
-                    Ok(content) => {
-                        report.bytes_read += content.as_ref().map_or(0, |c| c.len() as u64);
-                        meta.entry(key.clone()).or_default().push((c.idx, content));
-                        report.rows += 1;
-                    }
-                    Err(f) => {
-                        if let Some(outcome) = self
-                            .object_failed(f, route, change, &url, batch, dead)
-                            .await?
-                        {
-                            return Ok(WriteResult::GiveBack(pos, outcome));
-                        }
-                        outcomes[c.idx] = Some(Outcome::DeadLettered("unreadable object".into()));
-                    }
+                    Mode::Records => self.read_into(run, slot, &store, change, route).await?,
                 },
-                Mode::Records => {
-                    if route.evolve
-                        && let Err(f) = self.evolve(slot, &store, change, route).await
-                    {
-                        if let Some(outcome) = self
-                            .object_failed(f, route, change, &url, batch, dead)
-                            .await?
-                        {
-                            return Ok(WriteResult::GiveBack(pos, outcome));
-                        }
-                        outcomes[c.idx] = Some(Outcome::DeadLettered("unreadable object".into()));
+            };
+            let rows = match read {
+                Ok(rows) => rows,
+                Err(f) => {
+                    let url = store.url(&change.key);
+                    let given_back = self
+                        .object_failed(f.error, route, change, &url, &run.batch, &mut run.dead)
+                        .await?;
+                    if let Some(outcome) = given_back {
+                        return Ok(WriteResult::GiveBack(pos, outcome));
+                    }
+                    run.outcomes[c.idx] = Some(Outcome::DeadLettered(f.label.into()));
+                    if !f.counts {
                         continue;
                     }
-                    let mut letters = Vec::new();
-                    let policy = route.on_error;
-                    let mut on_bad = |bad: BadRecord| -> std::result::Result<(), BadRecord> {
-                        match policy {
-                            OnError::Fail => Err(bad),
-                            OnError::Skip => {
-                                tracing::warn!(line = bad.line, reason = %bad.reason, "bad record skipped");
-                                Ok(())
-                            }
-                            OnError::DeadLetter => {
-                                letters.push(bad);
-                                Ok(())
-                            }
-                        }
-                    };
-                    let progress = self.progress.clone();
-                    let on_bytes = move |read: u64| {
-                        if let Some(p) = &progress {
-                            p(ProgressEvent::Reading { change, read });
-                        }
-                    };
-                    let result = read_records(
-                        &store,
-                        change,
-                        route,
-                        &mut slot.writer,
-                        self.config.ingest.batch_rows,
-                        &mut on_bad,
-                        &on_bytes,
-                    )
-                    .await;
-                    for bad in letters {
-                        dead.add(&letter(
-                            batch, route, change, &url, bad.line, bad.reason, bad.raw,
-                        ))
-                        .await?;
-                    }
-                    match result {
-                        Ok(stats) => {
-                            object_rows = stats.rows;
-                            report.rows += stats.rows;
-                            report.bytes_read += stats.bytes;
-                            report.bad_records += stats.bad;
-                            tracing::info!(rows = stats.rows, bad = stats.bad, "object ingested");
-                        }
-                        Err(f) => {
-                            if let Some(outcome) = self
-                                .object_failed(f, route, change, &url, batch, dead)
-                                .await?
-                            {
-                                return Ok(WriteResult::GiveBack(pos, outcome));
-                            }
-                            outcomes[c.idx] =
-                                Some(Outcome::DeadLettered("unreadable object".into()));
-                        }
-                    }
+                    1
                 }
-            }
+            };
             if let Some(p) = &self.progress {
                 p(ProgressEvent::Done {
                     change,
                     done: pos + 1,
                     total: claimed.len(),
-                    rows: object_rows,
+                    rows,
                 });
             }
         }
-        // Metadata rows, one batch per table.
+        self.write_metadata(changes, &mut slots, meta).await?;
+        Ok(WriteResult::Done(slots))
+    }
+
+    /// The slot of a claimed change, its table created (and its writer opened) on first use;
+    /// `Ok(Err(e))` when the table cannot be had for this object.
+    async fn slot_for<'s>(
+        &self,
+        slots: &'s mut HashMap<String, Slot>,
+        batch: &str,
+        c: &Claimed,
+        store: &Arc<dyn floe_storage::ObjectStore>,
+        change: &ObjectChange,
+    ) -> Result<std::result::Result<&'s mut Slot, Error>> {
+        let key = slot_key(c);
+        if !slots.contains_key(&key) {
+            let route = self.router.config(c.route);
+            let table = match self.table_for(store, change, route, &c.table).await {
+                Ok(t) => t,
+                Err(e) => return Ok(Err(e)),
+            };
+            // Writers of one table in one batch need distinct file names.
+            let prefix = if key == c.table {
+                batch.to_owned()
+            } else {
+                format!("{batch}-{}", slots.len())
+            };
+            let writer = TableWriter::new(&table, &self.writer_options(&prefix)).await?;
+            let slot = Slot {
+                table,
+                writer,
+                table_name: c.table.clone(),
+                route: c.route,
+                maxcompute: c.maxcompute.clone(),
+                closed: Vec::new(),
+                prefix,
+                generation: 0,
+            };
+            slots.insert(key.clone(), slot);
+        }
+        slots
+            .get_mut(&key)
+            .map(Ok)
+            .ok_or_else(|| Error::unexpected(format!("slot {key} vanished")))
+    }
+
+    /// Read a records object into its slot's writer (adding the columns it brings first, when
+    /// the route evolves); bad records go the route's `on-error` way. The rows it gave, or why
+    /// it failed.
+    async fn read_into(
+        &self,
+        run: &mut Run<'_>,
+        slot: &mut Slot,
+        store: &Arc<dyn floe_storage::ObjectStore>,
+        change: &ObjectChange,
+        route: &crate::config::RouteConfig,
+    ) -> Result<std::result::Result<u64, Failed>> {
+        if route.evolve
+            && let Err(e) = self.evolve(slot, store, change, route).await
+        {
+            return Ok(Err(Failed::new(e, "unreadable object", false)));
+        }
+        let mut letters = Vec::new();
+        let policy = route.on_error;
+        let mut on_bad = |bad: BadRecord| -> std::result::Result<(), BadRecord> {
+            match policy {
+                OnError::Fail => Err(bad),
+                OnError::Skip => {
+                    tracing::warn!(line = bad.line, reason = %bad.reason, "bad record skipped");
+                    Ok(())
+                }
+                OnError::DeadLetter => {
+                    letters.push(bad);
+                    Ok(())
+                }
+            }
+        };
+        let progress = self.progress.clone();
+        let on_bytes = move |read: u64| {
+            if let Some(p) = &progress {
+                p(ProgressEvent::Reading { change, read });
+            }
+        };
+        let result = read_records(
+            store,
+            change,
+            route,
+            &mut slot.writer,
+            self.config.ingest.batch_rows,
+            &mut on_bad,
+            &on_bytes,
+        )
+        .await;
+        let url = store.url(&change.key);
+        for bad in letters {
+            let l = letter(
+                &run.batch, route, change, &url, bad.line, bad.reason, bad.raw,
+            );
+            run.dead.add(&l).await?;
+        }
+        Ok(match result {
+            Ok(stats) => {
+                run.report.rows += stats.rows;
+                run.report.bytes_read += stats.bytes;
+                run.report.bad_records += stats.bad;
+                tracing::info!(rows = stats.rows, bad = stats.bad, "object ingested");
+                Ok(stats.rows)
+            }
+            Err(e) => Err(Failed::new(e, "unreadable object", true)),
+        })
+    }
+
+    /// The metadata rows, one batch per table.
+    async fn write_metadata(
+        &self,
+        changes: &[ObjectChange],
+        slots: &mut HashMap<String, Slot>,
+        meta: HashMap<String, Vec<MetaItem>>,
+    ) -> Result<()> {
         for (table, items) in meta {
             let Some(slot) = slots.get_mut(&table) else {
                 continue;
@@ -245,7 +285,7 @@ impl Pipeline {
             let batch_rows = metadata_rows(slot.writer.arrow_schema(), &rows)?;
             slot.writer.write(batch_rows).await?;
         }
-        Ok(WriteResult::Done(slots))
+        Ok(())
     }
 
     /// Close the writers: every slot's files, per target (an Iceberg table, a MaxCompute table).
