@@ -27,7 +27,7 @@ use std::time::Duration;
 use floe_core::event::{ParseOptions, pushed_messages};
 use floe_core::{Error, Result};
 use floe_pipeline::protocol::ack::Ack;
-use floe_pipeline::sources::land::{Delivery, Landing};
+use floe_pipeline::sources::land::{Deliveries, Landing};
 use floe_pipeline::{Outcome, Pipeline};
 use floe_runtime::{Event, Function, Metric, Output};
 use serde_json::{Value, json};
@@ -69,7 +69,7 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
     ctx.metrics.count(Metric::Messages, messages.len() as u64);
 
     // The readable messages are delivered; each keeps its place among the messages.
-    let mut deliveries: Vec<Delivery> = Vec::new();
+    let mut deliveries = Deliveries::default();
     let mut delivered = Vec::with_capacity(messages.len());
     for m in &messages {
         for (name, reason) in &m.ignored {
@@ -78,7 +78,7 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
         match &m.changes {
             Ok(c) => {
                 delivered.push(Some(deliveries.len()));
-                deliveries.push(Delivery { changes: c.clone() });
+                deliveries.push(c.iter().cloned());
             }
             Err(e) => {
                 tracing::warn!(message_id = m.id.as_deref().unwrap_or("-"), error = %e, "message unreadable");
@@ -86,10 +86,10 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
             }
         }
     }
-    let changes = deliveries.iter().map(|d| d.changes.len()).sum::<usize>();
+    let changes = deliveries.changes().len();
     if let Some(lag) = deliveries
+        .changes()
         .iter()
-        .flat_map(|d| d.changes.iter())
         .filter_map(|c| c.event_time)
         .min()
         .map(|t| (chrono::Utc::now() - t).num_milliseconds().max(0))

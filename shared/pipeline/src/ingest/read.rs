@@ -85,10 +85,8 @@ pub async fn read_records(
     let read = async {
         let mut stats = ObjectStats::default();
         let got = store.get(&change.key).await.map_err(|e| match e.kind() {
-            ErrorKind::NotFound => {
-                unreadable(e.while_doing(format!("failed to read {}", store.url(&change.key))))
-            }
-            _ => e.while_doing(format!("failed to read {}", store.url(&change.key))),
+            ErrorKind::NotFound => unreadable(e.while_doing(format!("failed to read {url}"))),
+            _ => e.while_doing(format!("failed to read {url}")),
         })?;
         let (format, compression) = object_format(
             change,

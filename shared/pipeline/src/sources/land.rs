@@ -14,11 +14,35 @@ use crate::ingest::BatchReport;
 use crate::pipeline::Pipeline;
 use crate::protocol::ack::{Ack, ack};
 
-/// The changes one message (or one listed object) carried.
+/// Changes and the messages (or listed objects) that carried them, kept flat so that a batch is
+/// a slice: message `i` carries `changes[ends[i - 1]..ends[i]]`.
 #[derive(Clone, Debug, Default)]
-pub struct Delivery {
-    /// The changes.
-    pub changes: Vec<ObjectChange>,
+pub struct Deliveries {
+    changes: Vec<ObjectChange>,
+    ends: Vec<usize>,
+}
+
+impl Deliveries {
+    /// Add a message carrying `changes`.
+    pub fn push(&mut self, changes: impl IntoIterator<Item = ObjectChange>) {
+        self.changes.extend(changes);
+        self.ends.push(self.changes.len());
+    }
+
+    /// Messages.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Every change, in order.
+    pub fn changes(&self) -> &[ObjectChange] {
+        &self.changes
+    }
 }
 
 /// What [`Pipeline::land`] did.
@@ -75,35 +99,41 @@ fn limits(ingest: &IngestConfig) -> (usize, u64) {
 impl Pipeline {
     /// Land `deliveries` in batches of whole deliveries (`ingest.batch-objects`,
     /// `ingest.batch-bytes`), starting no batch at or after `stop_at`; see the module doc.
-    pub async fn land(&self, deliveries: &[Delivery], stop_at: Instant) -> Result<Landing> {
+    pub async fn land(&self, deliveries: &Deliveries, stop_at: Instant) -> Result<Landing> {
+        self.land_slices(&deliveries.changes, &deliveries.ends, stop_at)
+            .await
+    }
+
+    /// [`Pipeline::land`] over `changes` split at `ends`: batches are slices, nothing is copied.
+    async fn land_slices(
+        &self,
+        changes: &[ObjectChange],
+        ends: &[usize],
+        stop_at: Instant,
+    ) -> Result<Landing> {
+        let start_of = |i: usize| if i == 0 { 0 } else { ends[i - 1] };
+        let message = |i: usize| &changes[start_of(i)..ends[i]];
         let (max_objects, max_bytes) = limits(&self.config.ingest);
-        let sizes = deliveries
-            .iter()
-            .map(|d| (d.changes.len(), bytes_of(&d.changes)));
+        let sizes = (0..ends.len()).map(|i| (message(i).len(), bytes_of(message(i))));
         let mut landing = Landing::default();
         for range in plan_batches(sizes, max_objects, max_bytes) {
-            let group = &deliveries[range.clone()];
             if Instant::now() >= stop_at {
                 tracing::warn!(
-                    left = deliveries.len() - range.start,
+                    left = ends.len() - range.start,
                     "stop time reached: deliveries left unattempted"
                 );
-                for d in &deliveries[range.start..] {
-                    landing.acks.push(ack(d.changes.iter().map(|_| None)));
+                for i in range.start..ends.len() {
+                    landing.acks.push(ack(message(i).iter().map(|_| None)));
                     landing.unattempted += 1;
                 }
                 return Ok(landing);
             }
-            let changes: Vec<ObjectChange> = group
-                .iter()
-                .flat_map(|d| d.changes.iter().cloned())
-                .collect();
-            let report = self.ingest(&changes).await?;
+            let first = start_of(range.start);
+            let report = self.ingest(&changes[first..ends[range.end - 1]]).await?;
             let mut outcomes = report.outcomes.iter();
-            for d in group {
-                landing
-                    .acks
-                    .push(ack(outcomes.by_ref().take(d.changes.len()).map(Some)));
+            for i in range {
+                let n = message(i).len();
+                landing.acks.push(ack(outcomes.by_ref().take(n).map(Some)));
             }
             landing.batches.push(report);
         }
@@ -117,13 +147,8 @@ impl Pipeline {
         changes: &[ObjectChange],
         stop_at: Instant,
     ) -> Result<Landing> {
-        let deliveries: Vec<Delivery> = changes
-            .iter()
-            .map(|c| Delivery {
-                changes: vec![c.clone()],
-            })
-            .collect();
-        self.land(&deliveries, stop_at).await
+        let ends: Vec<usize> = (1..=changes.len()).collect();
+        self.land_slices(changes, &ends, stop_at).await
     }
 }
 

@@ -28,7 +28,7 @@ use floe_core::{Error, ObjectChange, Result};
 use floe_queue::{Admit, DeleteOutcome, Phase, Polled, Poller, QueueFilter, QueueMessage};
 use serde::{Deserialize, Serialize};
 
-use super::land::Delivery;
+use super::land::Deliveries;
 use super::{CloudSource, normalized};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
 use crate::ingest::BatchReport;
@@ -203,7 +203,7 @@ impl Pipeline {
             finished.push(m);
         }
 
-        let mut deliveries: Vec<Delivery> = Vec::new();
+        let mut deliveries = Deliveries::default();
         let mut work: Vec<QueueMessage> = Vec::new();
         for m in polled.messages {
             if filter.admit(&m) == Admit::SkipAndDelete {
@@ -227,7 +227,7 @@ impl Pipeline {
                 }
                 Ok((cs, _)) => {
                     report.changes += cs.len();
-                    deliveries.push(Delivery { changes: cs });
+                    deliveries.push(cs);
                     work.push(m);
                 }
             }

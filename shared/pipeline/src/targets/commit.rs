@@ -312,7 +312,7 @@ impl Committer<'_> {
     fn target(&self, id: &TargetId) -> Box<dyn Target> {
         match id {
             TargetId::Iceberg { table, .. } => Box::new(IcebergTarget::new(table)),
-            TargetId::MaxCompute { .. } => Box::new(MaxComputeTarget),
+            TargetId::MaxCompute { .. } => Box::new(MaxComputeTarget::default()),
         }
     }
 

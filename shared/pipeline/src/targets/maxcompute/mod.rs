@@ -55,7 +55,7 @@ use floe_maxcompute::{
     InsertStrategy, MaxComputeSink, MaxComputeSinkConfig, PartitionSpec, Resumed, SessionRecord,
     UploadOptions, UploadSession, UpsertOptions, UpsertSession,
 };
-use tokio::sync::OnceCell;
+use tokio::sync::{Mutex, OnceCell};
 
 use super::{Committer, Landed, PendingCommit, Target, TargetId};
 use crate::config::{Mode, OnError, RouteConfig, RowKinds};
@@ -192,7 +192,12 @@ pub fn staging(
 }
 
 /// A MaxCompute table target (the table and partition are in the commit's batches).
-pub struct MaxComputeTarget;
+#[derive(Default)]
+pub struct MaxComputeTarget {
+    /// The recorded session as [`Target::is_in`] found it (open or expired), handed to
+    /// [`Target::commit`] so the session is asked once.
+    resumed: Mutex<Option<Resumed>>,
+}
 
 #[async_trait::async_trait]
 impl Target for MaxComputeTarget {
@@ -206,13 +211,17 @@ impl Target for MaxComputeTarget {
                 tracing::info!(target = %record.target, session = %session.id, "maxcompute session already committed");
                 Some(Landed::default())
             }
-            _ => None,
+            open_or_expired => {
+                *self.resumed.lock().await = Some(open_or_expired);
+                None
+            }
         })
     }
 
     async fn commit(&self, cx: &Committer<'_>, p: PendingCommit<'_>) -> Result<Landed> {
+        let resumed = self.resumed.lock().await.take();
         let bad_rows = cx
-            .commit_maxcompute(p.key, p.record, p.version, p.batches)
+            .commit_maxcompute(p.key, p.record, p.version, p.batches, resumed)
             .await?;
         Ok(Landed {
             snapshot_id: None,
@@ -239,13 +248,15 @@ impl Committer<'_> {
     }
 
     /// Take a pending MaxCompute commit to the point where its session is committed (the
-    /// common path then marks it done); see the module doc. Returns the rows set aside.
+    /// common path then marks it done); see the module doc. `found` is the recorded session's
+    /// state when it was already asked. Returns the rows set aside.
     async fn commit_maxcompute(
         &self,
         key: &str,
         rec: &mut CommitRecord,
         version: &mut Version,
         batches: &[(BatchRecord, Version)],
+        found: Option<Resumed>,
     ) -> Result<u64> {
         let target = rec.target.clone();
         let mut parts = Vec::new();
@@ -289,7 +300,10 @@ impl Committer<'_> {
         let mut requested = false;
         let resumed = match rec.session.clone() {
             None => None,
-            Some(s) => match sink.resume(&s).await? {
+            Some(s) => match match found {
+                Some(r) => r,
+                None => sink.resume(&s).await?,
+            } {
                 Resumed::Committed => {
                     tracing::info!(target = %target, session = %s.id, "maxcompute session already committed");
                     return Ok(0);
