@@ -477,14 +477,7 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
 
     // Push: objects put, the queue's messages delivered to ingest as the event source does.
     // moto's first message is the notification configuration's s3:TestEvent.
-    source
-        .put("orders/a.ndjson", ndjson(0..3), PutMode::Overwrite)
-        .await
-        .unwrap();
-    source
-        .put("orders/b.ndjson", ndjson(3..5), PutMode::Overwrite)
-        .await
-        .unwrap();
+    put_orders(&source).await;
     // Not gzip at all: the whole object is set aside as a dead letter.
     source
         .put(
@@ -796,14 +789,7 @@ async fn the_sam_stack_with_a_rest_catalog_and_maxcompute_lands_in_both() {
     let dir = FunctionDir::deployed().unwrap();
     let bin = |name: &str| sibling_binary(OWN, name);
 
-    source
-        .put("orders/a.ndjson", ndjson(0..3), PutMode::Overwrite)
-        .await
-        .unwrap();
-    source
-        .put("orders/b.ndjson", ndjson(3..5), PutMode::Overwrite)
-        .await
-        .unwrap();
+    put_orders(&source).await;
     let api = LambdaRuntimeApi::start().await.unwrap();
     let ingest = dir
         .spawn_lambda(&bin("floe-ingest"), &api, &env("IngestFunction"))
@@ -851,4 +837,14 @@ async fn the_sam_stack_with_a_rest_catalog_and_maxcompute_lands_in_both() {
     assert!(checked > 0, "no catalog request went through the gate");
     assert_eq!(refused, 0, "the gate refused a catalog request");
     assert_no_secret_in_logs(&dir.path(), &[mc_keys.access_key_secret().expose()]);
+}
+
+/// The two order objects every run lands (ids 0 to 4).
+async fn put_orders(source: &S3Store) {
+    for (key, ids) in [("orders/a.ndjson", 0..3), ("orders/b.ndjson", 3..5)] {
+        source
+            .put(key, ndjson(ids), PutMode::Overwrite)
+            .await
+            .unwrap();
+    }
 }

@@ -16,6 +16,7 @@ use iceberg::{Catalog, CatalogBuilder, TableIdent};
 
 use crate::config::{FloeConfig, parse};
 use crate::fault::Faults;
+use crate::passes::RunReport;
 use crate::pipeline::Pipeline;
 use crate::protocol::Outcome;
 
@@ -111,20 +112,26 @@ async fn ids(catalog: &Arc<dyn Catalog>) -> Vec<i64> {
     out
 }
 
-/// Halt a pass at `point`, recover with a fresh pipeline, check every row once.
-async fn crash_and_recover(point: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+/// Halt a pass of the pipeline of `text` at `point`, run `meanwhile`, wait out the crashed
+/// instance's claims and lease, then recover with a fresh pipeline: its first pass fails nothing,
+/// a second one commits nothing, nothing is left staged. Returns that second pass.
+async fn halt_then_recover(
+    text: &str,
+    dir: &Path,
+    catalog: &Arc<dyn Catalog>,
+    point: &str,
+    meanwhile: impl FnOnce(),
+) -> RunReport {
     {
-        let crashed = pipeline(dir.path(), &catalog, Faults::halt_at(point)).await;
+        let crashed = pipeline_of(text, dir, catalog, Faults::halt_at(point)).await;
         tokio::select! {
             r = crashed.run_once(true) => panic!("{point}: the pass ended without reaching the point: {r:?}"),
             () = crashed.faults().halted() => {}
         }
     }
+    meanwhile();
     tokio::time::sleep(Duration::from_millis(TIMEOUT_MS + 10)).await;
-    let p = pipeline(dir.path(), &catalog, Faults::default()).await;
+    let p = pipeline_of(text, dir, catalog, Faults::default()).await;
     let first = p.run_once(true).await.unwrap();
     assert!(
         first.failures().is_empty(),
@@ -132,17 +139,26 @@ async fn crash_and_recover(point: &str) {
         first.failures()
     );
     let again = p.run_once(true).await.unwrap();
-    assert_eq!(again.rows(), 0, "{point}: a second pass lands nothing");
     assert!(
         again.commits.commits.is_empty(),
         "{point}: {:?}",
         again.commits
     );
-    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>(), "{point}");
     assert!(
         p.staged_summary().await.unwrap().is_empty(),
         "{point}: nothing left staged"
     );
+    again
+}
+
+/// Halt a pass at `point`, recover with a fresh pipeline, check every row once.
+async fn crash_and_recover(point: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let again = halt_then_recover(CONFIG, dir.path(), &catalog, point, || {}).await;
+    assert_eq!(again.rows(), 0, "{point}: a second pass lands nothing");
+    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>(), "{point}");
 }
 
 macro_rules! crash_point_tests {
@@ -321,66 +337,36 @@ schema = '{{"fields":[{{"name":"id","type":"long","required":true}},{{"name":"v"
         let dir = tempfile::tempdir().unwrap();
         write_bucket(dir.path());
         let catalog = memory_catalog(dir.path()).await;
-        {
-            let faults = Faults::halt_at(point);
-            let crashed = pipeline_of(&text, dir.path(), &catalog, faults).await;
-            tokio::select! {
-                r = crashed.run_once(true) => panic!("{point}: the pass ended without reaching the point: {r:?}"),
-                () = crashed.faults().halted() => {}
+        halt_then_recover(&text, dir.path(), &catalog, point, || {
+            if expire {
+                emu.advance_clock(Duration::from_secs(25 * 3600));
             }
-        }
-        if expire {
-            emu.advance_clock(Duration::from_secs(25 * 3600));
-        }
-        tokio::time::sleep(Duration::from_millis(TIMEOUT_MS + 10)).await;
-        let p = pipeline_of(&text, dir.path(), &catalog, Faults::default()).await;
-        let first = p.run_once(true).await.unwrap();
-        assert!(
-            first.failures().is_empty(),
-            "{point}: {:?}",
-            first.failures()
-        );
-        let again = p.run_once(true).await.unwrap();
-        assert!(
-            again.commits.commits.is_empty(),
-            "{point}: {:?}",
-            again.commits
-        );
+        })
+        .await;
         assert_eq!(
             ids(&emu),
             (1..=9).collect::<Vec<_>>(),
             "{point} (expired: {expire})"
         );
-        assert!(p.staged_summary().await.unwrap().is_empty(), "{point}");
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn after_save_modes() {
-        crash_and_recover("commit.mc.after-save-modes", false).await;
+    macro_rules! session_point_tests {
+        ($($name:ident => $point:literal, expired: $expire:literal,)*) => {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    crash_and_recover($point, $expire).await;
+                }
+            )*
+        };
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn after_session() {
-        crash_and_recover("commit.mc.after-session", false).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn after_session_expired() {
-        crash_and_recover("commit.mc.after-session", true).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn after_blocks() {
-        crash_and_recover("commit.mc.after-blocks", false).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn after_blocks_expired() {
-        crash_and_recover("commit.mc.after-blocks", true).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn after_commit() {
-        crash_and_recover("commit.mc.after-commit", false).await;
+    session_point_tests! {
+        after_save_modes => "commit.mc.after-save-modes", expired: false,
+        after_session => "commit.mc.after-session", expired: false,
+        after_session_expired => "commit.mc.after-session", expired: true,
+        after_blocks => "commit.mc.after-blocks", expired: false,
+        after_blocks_expired => "commit.mc.after-blocks", expired: true,
+        after_commit => "commit.mc.after-commit", expired: false,
     }
 }
