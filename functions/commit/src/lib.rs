@@ -114,10 +114,14 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
             })
         })
         .collect();
+    let failed: Vec<Value> = (report.failed.iter())
+        .map(|f| json!({"target": f.target, "error": f.error.to_string()}))
+        .collect();
     Ok(Output::Json(json!({
         "commits": commits,
         "busy": report.busy,
         "waiting": report.waiting,
+        "failed": failed,
     })))
 }
 

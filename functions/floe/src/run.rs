@@ -104,10 +104,14 @@ pub async fn backfill(args: BackfillArgs) -> Result<ExitCode> {
 /// `floe commit`.
 pub async fn commit(args: ConfigArg) -> Result<ExitCode> {
     let pipeline = open(&args.config).await?;
-    let commits = pipeline.commit(true).await?;
-    print_report(&floe_pipeline::RunReport {
-        commits,
+    let report = floe_pipeline::RunReport {
+        commits: pipeline.commit(true).await?,
         ..Default::default()
-    });
-    Ok(ExitCode::SUCCESS)
+    };
+    print_report(&report);
+    Ok(if report.failures().is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
 }

@@ -549,3 +549,59 @@ async fn watch_keeps_polling_and_commits_before_it_stops() {
     );
     assert_eq!(b.queue_len(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redeliveries_while_a_crashed_claim_lives_do_not_use_up_max_deliveries() {
+    let b = bed(
+        "scan.startup.mode = \"EARLIEST_OFFSET\"\nmax-deliveries = 2",
+        Duration::from_secs(30),
+    )
+    .await;
+    let config = std::fs::read_to_string(dir(&b).join("floe.toml")).unwrap();
+    std::fs::write(
+        dir(&b).join("floe.toml"),
+        format!("{config}\n[ingest]\nclaim-timeout-ms = 8000\n"),
+    )
+    .unwrap();
+    b.before_first_run().await;
+    // An instance on another host claims the objects and stops: its claims look live until
+    // claim-timeout-ms passes (no process of this host to find gone).
+    let crashed = std::time::Instant::now();
+    b.run_with(&[
+        ("FLOE_FAULT", "ingest.after-claim"),
+        ("HOSTNAME", "another-instance"),
+    ])
+    .await
+    .expect_code(86, "the fault fires");
+    // Meanwhile the messages come back, more often than max-deliveries allows: each delivery
+    // finds the objects busy, and none of those deliveries counts toward the budget.
+    for delivery in 2..=4 {
+        b.mns.advance_clock(Duration::from_secs(31));
+        let r = b.run().await;
+        assert!(
+            r.stdout.contains("left for redelivery: 3") && r.stdout.contains("dead-lettered: 0"),
+            "delivery {delivery}: {}",
+            r.stdout
+        );
+    }
+    assert!(
+        crashed.elapsed() < Duration::from_secs(8),
+        "the runs outlasted the claim; the test proves nothing"
+    );
+    tokio::time::sleep(Duration::from_secs(8).saturating_sub(crashed.elapsed())).await;
+    b.mns.advance_clock(Duration::from_secs(31));
+    let r = b
+        .run()
+        .await
+        .expect_code(0, "the claims ran out: taken over");
+    assert_eq!(b.queue_len(), 0, "{}", r.stdout);
+    assert!(dead_letters(dir(&b)).is_empty());
+    assert_eq!(
+        b.landed().await,
+        keys(&[
+            ("data/a.ndjson", 2),
+            ("data/b.ndjson", 2),
+            ("other/c.ndjson", 1)
+        ])
+    );
+}

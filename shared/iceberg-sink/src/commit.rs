@@ -6,17 +6,23 @@
 //! timeout, a 5xx, a crash) the commit is reported as already done instead of being applied a
 //! second time. Conflicts (another writer moved the table) are retried with backoff and jitter
 //! until the deadline; the files themselves do not change between attempts.
+//!
+//! floe owns every retry. iceberg's `Transaction::commit` would retry a 409 by itself, reloading
+//! the table and re-applying the append without looking for the commit id: when the table moved
+//! because an earlier attempt of this same commit landed (its answer timed out, or a second
+//! committer finished the same commit record), that lands the files twice. So the transaction
+//! commits through [`OneAttempt`], which makes every catalog error final for iceberg's loop and
+//! hands it back to floe's, which searches the history before trying again.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use floe_core::retry::{Jitter, Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
-use iceberg::Catalog;
-use iceberg::TableIdent;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::{Catalog, TableIdent};
 
 use crate::catalog::from_iceberg;
 use crate::table::load_table;
@@ -133,7 +139,7 @@ pub async fn append_with_hook(
             .set_snapshot_properties(summary)
             .add_data_files(req.files.clone());
         let tx = action.apply(tx).map_err(from_iceberg)?;
-        let result = tx.commit(catalog).await;
+        let result = tx.commit(&OneAttempt(catalog)).await;
         let lost = after_attempt(result.is_ok());
         let err = match result {
             Ok(_) if lost => Error::new(ErrorKind::StateUnknown, "the commit's answer was lost"),
@@ -160,6 +166,22 @@ pub async fn append_with_hook(
         retry.sleep(delay).await;
     }
 }
+
+/// A catalog whose table commits iceberg's transaction never retries (see the module doc).
+struct OneAttempt<'a>(&'a dyn Catalog);
+
+impl std::fmt::Debug for OneAttempt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OneAttempt")
+    }
+}
+
+crate::wrap_catalog!(OneAttempt<'_>, 0, |self, commit| {
+    self.0
+        .update_table(commit)
+        .await
+        .map_err(|e| e.with_retryable(false))
+});
 
 /// Commit retries: 200 ms doubling to 10 s, each wait jittered within its upper half
 /// (100–200 ms, then 200–400 ms, …), until the request's deadline.

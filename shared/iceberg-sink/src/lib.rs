@@ -6,6 +6,7 @@
 //! - [`table`]: find or create tables (schema, partition spec, zstd Parquet properties).
 //! - [`writer`]: Arrow batches → partitioned, rolled Parquet data files with column statistics.
 //! - [`staged`]: data files as kept in the checkpoint table until they are committed.
+//! - [`wrap_catalog!`]: a catalog passing every call but its table commits to another.
 //! - [`commit`]: one snapshot per commit, carrying floe's commit id; history checked before retries.
 
 pub mod aws_chain;
@@ -16,6 +17,7 @@ pub mod s3tables;
 pub mod schema;
 pub mod staged;
 pub mod table;
+pub mod wrap;
 pub mod writer;
 
 pub use catalog::{CatalogConfig, CatalogKind, from_iceberg, open_catalog};

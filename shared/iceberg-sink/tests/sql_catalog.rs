@@ -1,6 +1,9 @@
 //! The Iceberg sink on the embedded SQL catalog: create a partitioned table, write batches into
 //! data files, stage them as the checkpoint table would, append exactly once (also when the
-//! commit's answer is lost), and read everything back with pyiceberg.
+//! commit's answer is lost, and when two attempts of one commit race), and read everything back
+//! with pyiceberg.
+
+mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -173,4 +176,76 @@ async fn write_stage_commit_once_and_read_back_with_pyiceberg() {
         "{paths:?}"
     );
     assert!(Path::new(paths[0].trim_start_matches("file://")).exists());
+}
+
+/// Two attempts of one commit (an attempt whose answer timed out while it was still landing,
+/// and its retry; or two committers finishing one commit record) both load the table before
+/// either lands. The loser's 409 must send it back to floe's history check, not into
+/// iceberg's own retry, which would re-apply the append on the new table: one snapshot per
+/// commit id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_attempts_of_one_commit_racing_land_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let props = HashMap::from([
+        ("type".to_owned(), "sql".to_owned()),
+        ("uri".to_owned(), "catalog.db".to_owned()),
+        ("warehouse".to_owned(), "warehouse".to_owned()),
+    ]);
+    let config = CatalogConfig::from_props("floe", props, &root).unwrap();
+    let catalog = open_catalog(&config).await.unwrap();
+    let ident = parse_ident("demo.race").unwrap();
+    let definition = TableDefinition {
+        schema: TableSchema::from_json(
+            r#"{"fields":[{"name":"id","type":"long","required":true},{"name":"name","type":"string"},{"name":"ts","type":"timestamptz"}]}"#,
+        )
+        .unwrap(),
+        partition_by: vec![],
+        properties: HashMap::new(),
+    };
+    let table = ensure_table(catalog.as_ref(), &ident, &definition)
+        .await
+        .unwrap();
+    let mut writer = TableWriter::new(&table, &WriterOptions::default())
+        .await
+        .unwrap();
+    let schema = writer.arrow_schema().clone();
+    writer
+        .write(batch(&schema, &[1, 2, 3, 4], 20_100))
+        .await
+        .unwrap();
+    let files = writer.close().await.unwrap();
+    let req = AppendRequest {
+        table: ident.clone(),
+        files,
+        commit_id: "commit-race".into(),
+        summary: HashMap::new(),
+        deadline: Instant::now() + Duration::from_secs(30),
+    };
+    let (a, b, conflicts) = common::RacingCatalog::pair(catalog.clone(), catalog.clone());
+    let (ra, rb) = tokio::join!(
+        floe_iceberg::append_exactly_once(&a, &req),
+        floe_iceberg::append_exactly_once(&b, &req)
+    );
+    let outcomes = [ra.unwrap(), rb.unwrap()];
+    assert_eq!(conflicts.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let table = catalog.load_table(&ident).await.unwrap();
+    let carrying = table
+        .metadata()
+        .snapshots()
+        .filter(|s| {
+            s.summary().additional_properties.get("floe.commit-id")
+                == Some(&"commit-race".to_owned())
+        })
+        .count();
+    assert_eq!(carrying, 1, "one snapshot per commit id: {outcomes:?}");
+    assert_eq!(common::total_records(&table), 4, "{outcomes:?}");
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|o| matches!(o, AppendOutcome::AlreadyCommitted { .. }))
+            .count(),
+        1,
+        "{outcomes:?}"
+    );
 }

@@ -20,7 +20,7 @@ use crate::passes::RunReport;
 use crate::pipeline::Pipeline;
 use crate::protocol::Outcome;
 
-const CONFIG: &str = r#"
+pub(crate) const CONFIG: &str = r#"
 [source]
 folder = "bucket"
 bucket = "b"
@@ -44,7 +44,7 @@ suffix = ".ndjson"
 const TIMEOUT_MS: u64 = 40;
 
 /// Three objects of three rows each (ids 1..=9), one with a bad line (dead-lettered).
-fn write_bucket(dir: &Path) {
+pub(crate) fn write_bucket(dir: &Path) {
     let bucket = dir.join("bucket");
     std::fs::create_dir_all(&bucket).unwrap();
     for (name, first) in [("a.ndjson", 1), ("b.ndjson", 4), ("c.ndjson", 7)] {
@@ -58,7 +58,7 @@ fn write_bucket(dir: &Path) {
     }
 }
 
-async fn memory_catalog(dir: &Path) -> Arc<dyn Catalog> {
+pub(crate) async fn memory_catalog(dir: &Path) -> Arc<dyn Catalog> {
     let warehouse = dir.join("warehouse");
     std::fs::create_dir_all(&warehouse).unwrap();
     let props = HashMap::from([(
@@ -96,9 +96,13 @@ async fn pipeline_of(
 }
 
 /// The ids in `t.events`, sorted.
-async fn ids(catalog: &Arc<dyn Catalog>) -> Vec<i64> {
-    let ident = TableIdent::from_strs(["t", "events"]).unwrap();
-    let table = catalog.load_table(&ident).await.unwrap();
+pub(crate) async fn ids(catalog: &Arc<dyn Catalog>) -> Vec<i64> {
+    ids_of(catalog, &TableIdent::from_strs(["t", "events"]).unwrap()).await
+}
+
+/// The ids in `ident`, sorted.
+pub(crate) async fn ids_of(catalog: &Arc<dyn Catalog>, ident: &TableIdent) -> Vec<i64> {
+    let table = catalog.load_table(ident).await.unwrap();
     let scan = table.scan().select(["id"]).build().unwrap();
     let batches: Vec<_> = scan.to_arrow().await.unwrap().try_collect().await.unwrap();
     let mut out: Vec<i64> = batches

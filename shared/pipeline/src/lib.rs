@@ -25,6 +25,8 @@ pub mod deadletter;
 pub mod fault;
 pub mod host;
 pub mod ingest;
+#[cfg(test)]
+mod many_instances;
 pub mod passes;
 pub mod pipeline;
 pub mod protocol;

@@ -50,16 +50,19 @@ impl RunReport {
         self.batches.iter().map(|b| b.dead_letters).sum()
     }
 
-    /// Changes that failed (retried on the next pass).
+    /// Changes and commits that failed (retried on the next pass).
     pub fn failures(&self) -> Vec<String> {
-        self.batches
+        let changes = self
+            .batches
             .iter()
             .flat_map(|b| b.outcomes.iter())
             .filter_map(|o| match o {
                 Outcome::Failed(e) => Some(e.to_string()),
                 _ => None,
-            })
-            .collect()
+            });
+        let commits =
+            (self.commits.failed.iter()).map(|f| format!("commit to {}: {}", f.target, f.error));
+        changes.chain(commits).collect()
     }
 }
 

@@ -204,6 +204,7 @@ impl Pipeline {
             owner: &self.owner,
             config: &self.config,
             maxcompute: self.maxcompute.as_deref(),
+            lease: Default::default(),
         }
     }
 

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
-use async_trait::async_trait;
 use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::{DataFileFormat, NestedField, PrimitiveType, Schema, Type};
 use iceberg::table::Table;
@@ -20,9 +19,7 @@ use iceberg::writer::file_writer::location_generator::{
 };
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
-use iceberg::{
-    Catalog, ErrorKind, Namespace, NamespaceIdent, Result, TableCommit, TableCreation, TableIdent,
-};
+use iceberg::{Catalog, ErrorKind, Result, TableCreation, TableIdent};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use tokio::sync::Barrier;
@@ -151,68 +148,16 @@ impl RacingCatalog {
     }
 }
 
-#[async_trait]
-impl Catalog for RacingCatalog {
-    async fn list_namespaces(
-        &self,
-        parent: Option<&NamespaceIdent>,
-    ) -> Result<Vec<NamespaceIdent>> {
-        self.inner.list_namespaces(parent).await
+floe_iceberg::wrap_catalog!(RacingCatalog, inner, |self, commit| {
+    if !self.waited.swap(true, Ordering::SeqCst) {
+        self.barrier.wait().await;
     }
-    async fn create_namespace(
-        &self,
-        n: &NamespaceIdent,
-        p: HashMap<String, String>,
-    ) -> Result<Namespace> {
-        self.inner.create_namespace(n, p).await
+    let result = self.inner.update_table(commit).await;
+    if let Err(e) = &result
+        && e.kind() == ErrorKind::CatalogCommitConflicts
+    {
+        assert!(e.retryable(), "a commit conflict must be retryable: {e}");
+        self.conflicts.fetch_add(1, Ordering::SeqCst);
     }
-    async fn get_namespace(&self, n: &NamespaceIdent) -> Result<Namespace> {
-        self.inner.get_namespace(n).await
-    }
-    async fn namespace_exists(&self, n: &NamespaceIdent) -> Result<bool> {
-        self.inner.namespace_exists(n).await
-    }
-    async fn update_namespace(&self, n: &NamespaceIdent, p: HashMap<String, String>) -> Result<()> {
-        self.inner.update_namespace(n, p).await
-    }
-    async fn drop_namespace(&self, n: &NamespaceIdent) -> Result<()> {
-        self.inner.drop_namespace(n).await
-    }
-    async fn list_tables(&self, n: &NamespaceIdent) -> Result<Vec<TableIdent>> {
-        self.inner.list_tables(n).await
-    }
-    async fn create_table(&self, n: &NamespaceIdent, c: TableCreation) -> Result<Table> {
-        self.inner.create_table(n, c).await
-    }
-    async fn load_table(&self, t: &TableIdent) -> Result<Table> {
-        self.inner.load_table(t).await
-    }
-    async fn drop_table(&self, t: &TableIdent) -> Result<()> {
-        self.inner.drop_table(t).await
-    }
-    async fn purge_table(&self, t: &TableIdent) -> Result<()> {
-        self.inner.purge_table(t).await
-    }
-    async fn table_exists(&self, t: &TableIdent) -> Result<bool> {
-        self.inner.table_exists(t).await
-    }
-    async fn rename_table(&self, s: &TableIdent, d: &TableIdent) -> Result<()> {
-        self.inner.rename_table(s, d).await
-    }
-    async fn register_table(&self, t: &TableIdent, l: String) -> Result<Table> {
-        self.inner.register_table(t, l).await
-    }
-    async fn update_table(&self, commit: TableCommit) -> Result<Table> {
-        if !self.waited.swap(true, Ordering::SeqCst) {
-            self.barrier.wait().await;
-        }
-        let result = self.inner.update_table(commit).await;
-        if let Err(e) = &result
-            && e.kind() == ErrorKind::CatalogCommitConflicts
-        {
-            assert!(e.retryable(), "a commit conflict must be retryable: {e}");
-            self.conflicts.fetch_add(1, Ordering::SeqCst);
-        }
-        result
-    }
-}
+    result
+});

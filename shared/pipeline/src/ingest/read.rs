@@ -202,7 +202,11 @@ async fn drain(
     }
     for batch in out.batches {
         stats.rows += batch.num_rows() as u64;
-        writer.write(batch).await?;
+        // A failed write of the destination is not the object's fault: try it again.
+        writer
+            .write(batch)
+            .await
+            .map_err(|e| retry(e.while_doing("failed to write the table's data files")))?;
     }
     Ok(())
 }

@@ -398,8 +398,9 @@ impl Pipeline {
     }
 
     /// Handle an object that failed: `Some(outcome)` gives it back (the batch restarts without
-    /// it); `None` means it was set aside under the route's policy and the batch goes on. A
-    /// retryable error is given back to be tried again; any other is the route's `on-error`'s.
+    /// it); `None` means it was set aside under the route's policy and the batch goes on. What
+    /// is given back to be tried again is [`crate::protocol::ack::give_back`]'s to say; the rest
+    /// is the route's `on-error`'s.
     async fn object_failed(
         &self,
         e: Error,
@@ -409,9 +410,9 @@ impl Pipeline {
         batch: &str,
         dead: &mut DeadLetterWriter,
     ) -> Result<Option<Outcome>> {
-        if e.is_retryable() {
+        if crate::protocol::ack::give_back(&e) {
             tracing::warn!(error = %e, "object failed; it will be retried");
-            return Ok(Some(Outcome::Failed(e)));
+            return Ok(Some(Outcome::Failed(e.with_retryable(true))));
         }
         match route.on_error {
             OnError::Fail => {

@@ -26,6 +26,16 @@ pub enum Outcome {
     Failed(Error),
 }
 
+/// Whether an object whose read or write failed is given back, unfinished (its message stays
+/// and a later delivery tries it again), rather than set aside under its route's `on-error`.
+/// Only a failure of the object itself is set aside: an unknown format, a corrupt stream, a
+/// record refused, an object gone. A failure that a later try may not meet (a timeout, a 5xx,
+/// a failed write of the destination) or that is the deployment's, lifted without touching the
+/// object (a 401 or 403: a bucket policy, an expired token, a missing KMS grant), is given back.
+pub fn give_back(e: &Error) -> bool {
+    e.is_retryable() || e.kind() == ErrorKind::Auth
+}
+
 impl Outcome {
     /// Whether the change is finished with: a message carrying only finished changes can be
     /// acknowledged.
@@ -75,6 +85,11 @@ pub enum Ack {
         /// Whether a change failed (not merely busy or unattempted): the failure is worth
         /// remembering for the dead letter the message may become.
         failed: bool,
+        /// Whether it waits for another batch's live claim and nothing failed: such a delivery
+        /// is not the message's fault and must not use up its delivery budget (a crashed
+        /// instance's claims look live for `claim-timeout-ms`, however often the queue
+        /// redelivers meanwhile).
+        busy: bool,
     },
 }
 
@@ -82,8 +97,10 @@ pub enum Ack {
 pub fn ack<'a>(outcomes: impl IntoIterator<Item = Option<&'a Outcome>>) -> Ack {
     let mut reasons: Vec<Error> = Vec::new();
     let mut failed = false;
+    let mut busy = false;
     for o in outcomes {
         failed |= matches!(o, Some(Outcome::Failed(_)));
+        busy |= matches!(o, Some(Outcome::Busy));
         reasons.extend(unfinished(o));
     }
     let Some(first) = reasons.first() else {
@@ -94,12 +111,27 @@ pub fn ack<'a>(outcomes: impl IntoIterator<Item = Option<&'a Outcome>>) -> Ack {
     Ack::Leave {
         why: Error::new(first.kind(), text.join("; ")).with_retryable(retryable),
         failed,
+        busy: busy && !failed,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_objects_own_failures_are_set_aside() {
+        let denied = Error::new(ErrorKind::Auth, "403 AccessDenied");
+        assert!(give_back(&denied), "a permission is the deployment's");
+        assert!(give_back(&Error::new(ErrorKind::Io, "connection reset")));
+        assert!(give_back(
+            &Error::unexpected("writing the data file failed").with_retryable(true)
+        ));
+        assert!(!give_back(&Error::invalid_input("not json")));
+        assert!(!give_back(
+            &Error::new(ErrorKind::NotFound, "gone").with_retryable(false)
+        ));
+    }
 
     #[test]
     fn a_message_is_done_when_every_change_is() {
@@ -111,17 +143,23 @@ mod tests {
         assert!(matches!(ack(done.iter().map(Some)), Ack::Done));
         assert!(matches!(ack([]), Ack::Done), "a message with no changes");
         let busy = [Outcome::Staged, Outcome::Busy];
-        let Ack::Leave { why, failed } = ack(busy.iter().map(Some)) else {
+        let Ack::Leave { why, failed, busy } = ack(busy.iter().map(Some)) else {
             panic!("busy is not done")
         };
         assert!(!failed);
+        assert!(busy, "only waiting for another batch's claim");
         assert!(why.is_retryable());
         assert!(why.to_string().contains("another live batch"), "{why}");
         let bad = Outcome::Failed(Error::invalid_input("bad record").with_retryable(false));
-        let Ack::Leave { why, failed } = ack([Some(&bad), None]) else {
+        let Ack::Leave { why, failed, busy } = ack([Some(&bad), None]) else {
             panic!("failed is not done")
         };
         assert!(failed);
+        assert!(!busy);
+        let Ack::Leave { busy, .. } = ack([Some(&bad), Some(&Outcome::Busy)]) else {
+            panic!()
+        };
+        assert!(!busy, "a failure counts, busy or not");
         assert!(
             why.is_retryable(),
             "the unattempted change may succeed later"

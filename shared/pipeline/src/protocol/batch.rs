@@ -116,6 +116,7 @@ pub(crate) mod tests {
             host: "h".into(),
             pid: 1,
             run: "r".into(),
+            pid_space: None,
         }
     }
 

@@ -26,6 +26,15 @@ pub fn waits_for(batch: &BatchRecord, target: &TargetId) -> bool {
         && !batch.committed.contains_key(target)
 }
 
+/// Whether `batch` is already committed to `target` by a commit other than `commit_id` (a
+/// committer whose lease ran out planned it into a second commit).
+pub fn committed_elsewhere(batch: &BatchRecord, target: &TargetId, commit_id: &str) -> bool {
+    batch
+        .committed
+        .get(target)
+        .is_some_and(|c| c.as_str() != commit_id)
+}
+
 /// The target of a commit record's key, `commit/<target>/<id>`.
 pub fn target_of_commit_key(key: &str) -> Option<TargetId> {
     let (target, _) = key.strip_prefix("commit/")?.rsplit_once('/')?;
@@ -190,6 +199,7 @@ mod tests {
             host: "h".into(),
             pid: 1,
             run: "r".into(),
+            pid_space: None,
         };
         let mut b = crate::protocol::batch::open(id, &owner, hb);
         b.state = BatchState::Staged;
@@ -217,6 +227,16 @@ mod tests {
             max_files: 4,
             max_bytes: 1 << 30,
         }
+    }
+
+    #[test]
+    fn a_batch_committed_by_another_commit_is_left_out() {
+        let mut b = batch("b1", 0, 1, &[t(), m()]);
+        assert!(!committed_elsewhere(&b, &t(), "c1"));
+        b.committed.insert(t(), "c0".into());
+        assert!(committed_elsewhere(&b, &t(), "c1"));
+        assert!(!committed_elsewhere(&b, &t(), "c0"), "its own commit");
+        assert!(!committed_elsewhere(&b, &m(), "c1"), "another target");
     }
 
     #[test]

@@ -39,6 +39,7 @@ mod tests {
             host: "h".into(),
             pid: 1,
             run: "a".into(),
+            pid_space: None,
         };
         let other = Owner {
             run: "b".into(),

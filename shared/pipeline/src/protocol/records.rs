@@ -107,6 +107,10 @@ pub struct Owner {
     pub pid: u32,
     /// This run's id.
     pub run: String,
+    /// The pid's namespace (see [`crate::host`]); absent in records of other hosts' kind or of
+    /// older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_space: Option<String>,
 }
 
 /// A batch's lifecycle state.

@@ -91,7 +91,15 @@ pub struct MessageFailure {
     pub receive_count: u32,
     /// When, ms since the epoch.
     pub at_ms: i64,
+    /// Deliveries that found its objects claimed by another live batch: they do not count
+    /// toward `max-deliveries`.
+    #[serde(default)]
+    pub busy: u32,
 }
+
+/// The longest a message is hidden while another batch's claim lives (12 hours: the most both
+/// MNS and SQS allow).
+const MAX_HIDE_SECS: u64 = 43_200;
 
 fn failure_key(src: &CloudSource, message_id: &str) -> String {
     format!("{}failed/{message_id}", src.key_prefix())
@@ -167,6 +175,45 @@ impl Pipeline {
     }
 
     /// One receive; see the module doc.
+    /// Remember a delivery left unfinished: its error when a change failed (for the dead
+    /// letter it may become), and one more busy delivery when it only waited for a claim.
+    async fn record_delivery(
+        &self,
+        src: &CloudSource,
+        msg: &QueueMessage,
+        error: &str,
+        busy: bool,
+    ) -> Result<()> {
+        let key = failure_key(src, &msg.id);
+        let found = self.checkpoint.get_json::<MessageFailure>(&key).await?;
+        let earlier = found.as_ref().map(|(f, _)| f);
+        let record = MessageFailure {
+            error: match earlier {
+                Some(f) if busy => f.error.clone(),
+                _ => error.to_owned(),
+            },
+            receive_count: msg.receive_count,
+            at_ms: now_ms(),
+            busy: earlier.map_or(0, |f| f.busy) + u32::from(busy),
+        };
+        let written = match &found {
+            None => {
+                self.checkpoint
+                    .insert_json(&key, &record, self.dedupe_ttl)
+                    .await?
+            }
+            Some((_, v)) => {
+                self.checkpoint
+                    .update_json(&key, &record, v, self.dedupe_ttl)
+                    .await?
+            }
+        };
+        if written.is_none() {
+            tracing::debug!(message_id = %msg.id, "another instance recorded this message's delivery first");
+        }
+        Ok(())
+    }
+
     async fn handle_receive(
         &self,
         src: &CloudSource,
@@ -183,15 +230,22 @@ impl Pipeline {
         let mut finished: Vec<QueueMessage> = Vec::new();
         let max = poller.options().max_deliveries;
 
+        let mut messages = polled.messages;
         for m in polled.poison {
-            let last = self
+            let failure = self
                 .checkpoint
                 .get_json::<MessageFailure>(&failure_key(src, &m.id))
                 .await?
-                .map(|(f, _)| f.error)
-                .unwrap_or_else(|| {
-                    "none recorded (it ran out of time, or its instance stopped)".into()
-                });
+                .map(|(f, _)| f);
+            // Deliveries spent waiting for another batch's claim are not the message's.
+            let busy = failure.as_ref().map_or(0, |f| f.busy);
+            if m.receive_count.saturating_sub(busy) <= max {
+                messages.push(m);
+                continue;
+            }
+            let last = failure.map(|f| f.error).unwrap_or_else(|| {
+                "none recorded (it ran out of time, or its instance stopped)".into()
+            });
             let reason = format!(
                 "message received {} times, more than max-deliveries = {max}; last error: {last}",
                 m.receive_count
@@ -205,7 +259,7 @@ impl Pipeline {
 
         let mut deliveries = Deliveries::default();
         let mut work: Vec<QueueMessage> = Vec::new();
-        for m in polled.messages {
+        for m in messages {
             if filter.admit(&m) == Admit::SkipAndDelete {
                 tracing::debug!(message_id = %m.id, enqueue_time_ms = m.enqueue_time_ms, "message before the start: skipped");
                 report.skipped += 1;
@@ -253,7 +307,7 @@ impl Pipeline {
         let mut done_enqueue_ms: Option<i64> = None;
         let mut processed = 0;
         for ((msg, verdict), latest) in work.into_iter().zip(landing.acks).zip(latest) {
-            let (error, failed) = match verdict {
+            let leave = match verdict {
                 Ack::Done => {
                     done_enqueue_ms = done_enqueue_ms.max(Some(msg.enqueue_time_ms));
                     match latest {
@@ -270,29 +324,18 @@ impl Pipeline {
                     }
                     continue;
                 }
-                Ack::Leave { why, failed } => (why.to_string(), failed),
+                Ack::Leave { why, failed, busy } => (why.to_string(), failed, busy),
             };
-            if failed {
-                let record = MessageFailure {
-                    error: error.clone(),
-                    receive_count: msg.receive_count,
-                    at_ms: now_ms(),
-                };
-                let key = failure_key(src, &msg.id);
-                let written = match self.checkpoint.get_json::<MessageFailure>(&key).await? {
-                    None => {
-                        self.checkpoint
-                            .insert_json(&key, &record, self.dedupe_ttl)
-                            .await?
-                    }
-                    Some((_, v)) => {
-                        self.checkpoint
-                            .update_json(&key, &record, &v, self.dedupe_ttl)
-                            .await?
-                    }
-                };
-                if written.is_none() {
-                    tracing::debug!(message_id = %msg.id, "another instance recorded this message's failure first");
+            let (error, failed, busy) = leave;
+            if failed || busy {
+                self.record_delivery(src, &msg, &error, busy).await?;
+            }
+            if busy && let Ok(m) = &latest {
+                // Nothing changes until the claim is staged or runs out: hide the message
+                // that long rather than spend deliveries on it.
+                let secs = (self.config.ingest.claim_timeout_ms / 1000 + 1).min(MAX_HIDE_SECS);
+                if let Err(e) = poller.consumer().extend_visibility(m, secs as u32).await {
+                    tracing::debug!(message_id = %msg.id, error = %e, "could not hide a busy message");
                 }
             }
             tracing::warn!(message_id = %msg.id, receive_count = msg.receive_count, error = %error, "message left for redelivery");

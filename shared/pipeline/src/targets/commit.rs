@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use floe_checkpoint::{CheckpointStore, StoreExt, Version, now_ms};
 use floe_core::{Error, ErrorKind, Result};
@@ -56,6 +56,26 @@ pub struct CommitReport {
     pub busy: Vec<String>,
     /// Targets with staged work not yet due.
     pub waiting: Vec<String>,
+    /// Targets whose commit failed this pass (each target commits or fails on its own: one
+    /// failing never holds up the others). Their staged work stays for the next pass.
+    pub failed: Vec<FailedCommit>,
+}
+
+/// A target whose commit failed.
+#[derive(Debug)]
+pub struct FailedCommit {
+    /// The target id.
+    pub target: String,
+    /// Why.
+    pub error: Error,
+}
+
+/// The commit lease a committer holds: its target, the version it wrote, and when.
+#[derive(Clone)]
+pub(crate) struct HeldLease {
+    target: TargetId,
+    version: Version,
+    renewed: Instant,
 }
 
 /// What a committer works with: the checkpoint table, the targets' clients, and who it is.
@@ -67,6 +87,8 @@ pub struct Committer<'a> {
     pub(crate) owner: &'a Owner,
     pub(crate) config: &'a FloeConfig,
     pub(crate) maxcompute: Option<&'a MaxComputeTargets>,
+    /// The lease held while a target is committed (see [`Committer::renew_lease`]).
+    pub(crate) lease: std::sync::Mutex<Option<HeldLease>>,
 }
 
 impl Committer<'_> {
@@ -80,7 +102,13 @@ impl Committer<'_> {
             commits.iter().map(|e| e.key.as_str()),
         );
         for target in targets {
-            self.commit_target(&target, force, &mut report).await?;
+            if let Err(error) = self.commit_target(&target, force, &mut report).await {
+                tracing::error!(target = %target, error = %error, "commit failed; the target's staged work waits for the next pass");
+                report.failed.push(FailedCommit {
+                    target: target.to_string(),
+                    error,
+                });
+            }
         }
         Ok(report)
     }
@@ -91,18 +119,80 @@ impl Committer<'_> {
         force: bool,
         report: &mut CommitReport,
     ) -> Result<()> {
-        let Some(lease_version) = self.take_lease(target).await? else {
+        if !self.hold_lease(target).await? {
             report.busy.push(target.to_string());
             return Ok(());
-        };
+        }
         self.faults.hit("commit.after-lease").await;
         let result = self.commit_under_lease(target, force, report).await;
         // Release the lease whatever happened (it would expire anyway).
-        let _ = self
-            .checkpoint
-            .delete_if_version(&lease_key(target), &lease_version)
-            .await;
+        let held = self.held().take();
+        if let Some(held) = held {
+            let _ = self
+                .checkpoint
+                .delete_if_version(&lease_key(target), &held.version)
+                .await;
+        }
         result
+    }
+
+    /// Take `target`'s lease and hold it (false: another live committer has it).
+    pub(crate) async fn hold_lease(&self, target: &TargetId) -> Result<bool> {
+        let Some(version) = self.take_lease(target).await? else {
+            return Ok(false);
+        };
+        *self.held() = Some(HeldLease {
+            target: target.clone(),
+            version,
+            renewed: Instant::now(),
+        });
+        Ok(true)
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<HeldLease>> {
+        self.lease.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Extend the held lease by `lease-ms` from now, compare-and-set on the version this
+    /// committer last wrote: called before a target is touched (`always`) and between the
+    /// blocks of a long upload (when a third of the lease has passed). If the lease ran out or
+    /// another committer took it, this committer stops with a conflict: its commit record stays
+    /// for whoever holds the lease now, who asks the target whether the commit is in.
+    pub(crate) async fn renew_lease(&self, always: bool) -> Result<()> {
+        let Some(held) = self.held().clone() else {
+            return Ok(());
+        };
+        let lease_ms = self.config.commit.lease_ms;
+        if !always && held.renewed.elapsed() < Duration::from_millis(lease_ms / 3) {
+            return Ok(());
+        }
+        let mine = lease::lease(self.owner, now_ms(), lease_ms);
+        let ttl = Some(Duration::from_millis(lease_ms));
+        let key = lease_key(&held.target);
+        match self
+            .checkpoint
+            .update_json(&key, &mine, &held.version, ttl)
+            .await?
+        {
+            Some(version) => {
+                *self.held() = Some(HeldLease {
+                    version,
+                    renewed: Instant::now(),
+                    ..held
+                });
+                Ok(())
+            }
+            None => {
+                *self.held() = None;
+                Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "the commit lease of {} ran out (lease-ms = {lease_ms}) and may be another committer's; stopped before touching the target",
+                        held.target
+                    ),
+                ))
+            }
+        }
     }
 
     async fn take_lease(&self, target: &TargetId) -> Result<Option<Version>> {
@@ -195,6 +285,9 @@ impl Committer<'_> {
         recovered: bool,
     ) -> Result<TargetCommit> {
         let target = rec.target.clone();
+        // Under a live lease, no other committer can be between its append and its marks: the
+        // batch records read next say what is already in the target.
+        self.renew_lease(true).await?;
         let mut batches = Vec::new();
         for id in &rec.batches {
             if let Some((b, v)) = self
@@ -202,6 +295,12 @@ impl Committer<'_> {
                 .get_json::<BatchRecord>(&batch_key(id))
                 .await?
             {
+                if commit::committed_elsewhere(&b, &target, &rec.id) {
+                    // Another commit holds this batch's files (one that ran out of its lease
+                    // planned it too): never append them twice.
+                    tracing::warn!(target = %target, commit_id = %rec.id, batch = %b.id, "batch already committed by another commit; left out");
+                    continue;
+                }
                 batches.push((b, v));
             }
         }

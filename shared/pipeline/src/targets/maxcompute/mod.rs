@@ -369,6 +369,7 @@ impl Committer<'_> {
                 }
                 *version = self.save_commit_record(key, rec, version).await?;
                 self.faults.hit("commit.mc.after-blocks").await;
+                self.renew_lease(true).await?;
                 s.commit(&blocks).await?;
                 bad
             }
@@ -390,6 +391,7 @@ impl Committer<'_> {
                     self.faults.hit("commit.mc.after-blocks").await;
                     bad
                 };
+                self.renew_lease(true).await?;
                 s.commit().await?;
                 bad
             }

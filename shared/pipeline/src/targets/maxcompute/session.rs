@@ -98,6 +98,7 @@ impl Committer<'_> {
                     line += batch.num_rows() as u64;
                 }
                 bad_rows += self.set_aside(rec, part, fi, rg, bad).await?;
+                self.renew_lease(false).await?;
                 s.write_block(id, enc.finish()).await?;
             }
         }
@@ -129,6 +130,7 @@ impl Committer<'_> {
                 for batch in file.row_group(rg)? {
                     let batch = batch.map_err(|e| read_error(&part.file.path, e))?;
                     let kinds = KindColumn::new(&part.detail.row_kinds, &batch)?;
+                    self.renew_lease(false).await?;
                     let errors = s.write_batch(&conv, &batch, |i| kinds.kind(i)).await?;
                     for e in errors {
                         bad.push(bad_row(

@@ -1,0 +1,102 @@
+//! [`wrap_catalog!`]: a catalog that passes every call to an inner one except its table
+//! commits, which it handles itself (floe's single-attempt commits; tests that delay or race
+//! commits).
+
+/// Implement `iceberg::Catalog` for `$ty` by passing every call to `self.$inner` (a field
+/// holding a `&dyn Catalog` or `Arc<dyn Catalog>`) except `update_table`, whose body is given:
+///
+/// ```ignore
+/// struct Slow(Arc<dyn Catalog>);
+/// floe_iceberg::wrap_catalog!(Slow, 0, |self, commit| {
+///     tokio::time::sleep(Duration::from_secs(3)).await;
+///     self.0.update_table(commit).await
+/// });
+/// ```
+///
+/// The crate using it depends on `iceberg` and `async-trait`.
+#[macro_export]
+macro_rules! wrap_catalog {
+    ($ty:ty, $inner:tt, |$s:ident, $commit:ident| $update:block) => {
+        #[::async_trait::async_trait]
+        impl ::iceberg::Catalog for $ty {
+            async fn list_namespaces(
+                &$s,
+                parent: Option<&::iceberg::NamespaceIdent>,
+            ) -> ::iceberg::Result<Vec<::iceberg::NamespaceIdent>> {
+                $s.$inner.list_namespaces(parent).await
+            }
+            async fn create_namespace(
+                &$s,
+                n: &::iceberg::NamespaceIdent,
+                p: ::std::collections::HashMap<String, String>,
+            ) -> ::iceberg::Result<::iceberg::Namespace> {
+                $s.$inner.create_namespace(n, p).await
+            }
+            async fn get_namespace(
+                &$s,
+                n: &::iceberg::NamespaceIdent,
+            ) -> ::iceberg::Result<::iceberg::Namespace> {
+                $s.$inner.get_namespace(n).await
+            }
+            async fn namespace_exists(&$s, n: &::iceberg::NamespaceIdent) -> ::iceberg::Result<bool> {
+                $s.$inner.namespace_exists(n).await
+            }
+            async fn update_namespace(
+                &$s,
+                n: &::iceberg::NamespaceIdent,
+                p: ::std::collections::HashMap<String, String>,
+            ) -> ::iceberg::Result<()> {
+                $s.$inner.update_namespace(n, p).await
+            }
+            async fn drop_namespace(&$s, n: &::iceberg::NamespaceIdent) -> ::iceberg::Result<()> {
+                $s.$inner.drop_namespace(n).await
+            }
+            async fn list_tables(
+                &$s,
+                n: &::iceberg::NamespaceIdent,
+            ) -> ::iceberg::Result<Vec<::iceberg::TableIdent>> {
+                $s.$inner.list_tables(n).await
+            }
+            async fn create_table(
+                &$s,
+                n: &::iceberg::NamespaceIdent,
+                c: ::iceberg::TableCreation,
+            ) -> ::iceberg::Result<::iceberg::table::Table> {
+                $s.$inner.create_table(n, c).await
+            }
+            async fn load_table(
+                &$s,
+                t: &::iceberg::TableIdent,
+            ) -> ::iceberg::Result<::iceberg::table::Table> {
+                $s.$inner.load_table(t).await
+            }
+            async fn drop_table(&$s, t: &::iceberg::TableIdent) -> ::iceberg::Result<()> {
+                $s.$inner.drop_table(t).await
+            }
+            async fn purge_table(&$s, t: &::iceberg::TableIdent) -> ::iceberg::Result<()> {
+                $s.$inner.purge_table(t).await
+            }
+            async fn table_exists(&$s, t: &::iceberg::TableIdent) -> ::iceberg::Result<bool> {
+                $s.$inner.table_exists(t).await
+            }
+            async fn rename_table(
+                &$s,
+                src: &::iceberg::TableIdent,
+                dest: &::iceberg::TableIdent,
+            ) -> ::iceberg::Result<()> {
+                $s.$inner.rename_table(src, dest).await
+            }
+            async fn register_table(
+                &$s,
+                t: &::iceberg::TableIdent,
+                location: String,
+            ) -> ::iceberg::Result<::iceberg::table::Table> {
+                $s.$inner.register_table(t, location).await
+            }
+            async fn update_table(
+                &$s,
+                $commit: ::iceberg::TableCommit,
+            ) -> ::iceberg::Result<::iceberg::table::Table> $update
+        }
+    };
+}

@@ -1,0 +1,261 @@
+//! Several instances at once on one checkpoint table and one catalog: the paths that only
+//! concurrency opens (leases that run out, two committers on one commit record), each a
+//! scenario that must land every row exactly once.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use iceberg::Catalog;
+
+use crate::config::{FloeConfig, parse};
+use crate::crash_points::{CONFIG, ids, memory_catalog, write_bucket};
+use crate::pipeline::Pipeline;
+
+/// A catalog whose table commits reach the inner catalog only after `delay` (a slow catalog,
+/// a commit slower than the lease).
+#[derive(Debug)]
+struct SlowCommits(Arc<dyn Catalog>, Duration);
+
+floe_iceberg::wrap_catalog!(SlowCommits, 0, |self, commit| {
+    tokio::time::sleep(self.1).await;
+    self.0.update_table(commit).await
+});
+
+/// An instance with its own owner, over the checkpoint table in `dir` and `catalog`.
+async fn instance(dir: &Path, catalog: Arc<dyn Catalog>, lease_ms: u64) -> Pipeline {
+    let raw = parse(CONFIG, false).unwrap();
+    let mut config = FloeConfig::from_raw(raw, dir).unwrap();
+    config.commit.lease_ms = lease_ms;
+    Pipeline::builder(config)
+        .catalog(catalog)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// A committer whose catalog takes 3 s per commit, with `lease-ms = 1000`: a second committer
+/// takes the lease meanwhile and finishes the first one's commit record. Before floe owned the
+/// commit retries, the first one's 409 was retried inside iceberg and appended the batches a
+/// second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_slower_than_the_lease_lands_once() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let stager = instance(dir.path(), catalog.clone(), 1000).await;
+    let staged = stager.run_once(false).await.unwrap();
+    assert!(staged.commits.commits.is_empty(), "{:?}", staged.commits);
+    assert!(!stager.staged_summary().await.unwrap().is_empty());
+
+    let slow: Arc<dyn Catalog> = Arc::new(SlowCommits(catalog.clone(), Duration::from_secs(3)));
+    let first = instance(dir.path(), slow, 1000).await;
+    let second = instance(dir.path(), catalog.clone(), 1000).await;
+    let (a, b) = tokio::join!(first.commit(true), async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        second.commit(true).await
+    });
+    let b = b.unwrap();
+    assert_eq!(
+        b.commits.len(),
+        1,
+        "the second committer finishes it: {b:?}"
+    );
+    assert!(b.commits[0].recovered, "{b:?}");
+    // The first one finds its commit in the table but its record gone: it stops, and says so.
+    let a = a.unwrap();
+    assert!(a.commits.is_empty(), "{a:?}");
+    assert_eq!(a.failed.len(), 1, "{a:?}");
+    assert_eq!(
+        a.failed[0].error.kind(),
+        floe_core::ErrorKind::Conflict,
+        "{a:?}"
+    );
+
+    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>());
+    let again = stager.commit(true).await.unwrap();
+    assert!(again.commits.is_empty(), "{again:?}");
+    assert!(stager.staged_summary().await.unwrap().is_empty());
+}
+
+/// A committer whose lease ran out while it was stalled, and was taken by another committer
+/// that committed everything, must not touch the target when it wakes: renewing the lease
+/// (compare-and-set on the version it wrote) fails and it stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committer_whose_lease_was_taken_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let stager = instance(dir.path(), catalog.clone(), 100).await;
+    stager.run_once(false).await.unwrap();
+    let target = crate::targets::TargetId::iceberg("floe", "t.events");
+    assert!(stager.staged_summary().await.unwrap().contains_key(&target));
+
+    let first = instance(dir.path(), catalog.clone(), 100).await;
+    let stalled = first.committer();
+    assert!(stalled.hold_lease(&target).await.unwrap());
+    stalled.renew_lease(true).await.unwrap();
+    let second = instance(dir.path(), catalog.clone(), 100).await;
+    assert_eq!(
+        second.commit(true).await.unwrap().busy,
+        vec![target.to_string()],
+        "a live lease keeps other committers out"
+    );
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(second.commit(true).await.unwrap().commits.len(), 1);
+
+    let e = stalled.renew_lease(true).await.unwrap_err();
+    assert_eq!(e.kind(), floe_core::ErrorKind::Conflict, "{e}");
+    assert!(e.to_string().contains("lease"), "{e}");
+    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>());
+}
+
+/// Two routes, two tables; the first table is dropped (by someone else) while its batches wait.
+/// Its commit fails and is reported, and the other table still commits: before each target
+/// failed on its own, the first failure ended the pass and every target after it waited
+/// forever.
+#[tokio::test]
+async fn a_failing_target_does_not_hold_up_the_others() {
+    const TWO_ROUTES: &str = r#"
+[source]
+folder = "bucket"
+bucket = "b"
+
+[checkpoint]
+path = "checkpoint.db"
+
+[dead-letter]
+path = "dead-letter"
+
+[[routes]]
+prefix = "x/"
+table = "t.x"
+
+[[routes]]
+prefix = "y/"
+table = "t.y"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    for (sub, id) in [("x", 1), ("y", 2)] {
+        let d = dir.path().join("bucket").join(sub);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("o.ndjson"), format!("{{\"id\":{id}}}\n")).unwrap();
+    }
+    let catalog = memory_catalog(dir.path()).await;
+    let raw = parse(TWO_ROUTES, false).unwrap();
+    let config = FloeConfig::from_raw(raw, dir.path()).unwrap();
+    let p = Pipeline::builder(config)
+        .catalog(catalog.clone())
+        .build()
+        .await
+        .unwrap();
+    let staged = p.run_once(false).await.unwrap();
+    assert_eq!(staged.rows(), 2, "{staged:?}");
+    let x = iceberg::TableIdent::from_strs(["t", "x"]).unwrap();
+    catalog.drop_table(&x).await.unwrap();
+
+    let report = p.commit(true).await.unwrap();
+    assert_eq!(report.commits.len(), 1, "{report:?}");
+    assert_eq!(report.commits[0].target, "iceberg:floe:t.y");
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert_eq!(report.failed[0].target, "iceberg:floe:t.x");
+    let e = report.failed[0].error.to_string();
+    assert!(e.contains("t.x"), "the error names the table: {e}");
+    let y = iceberg::TableIdent::from_strs(["t", "y"]).unwrap();
+    assert_eq!(crate::crash_points::ids_of(&catalog, &y).await, vec![2]);
+}
+
+/// A store whose reads are refused with a 403 while `deny` is set (a bucket policy, an expired
+/// token, a missing KMS grant), passing everything else to the inner store.
+#[derive(Debug)]
+struct Denying {
+    inner: Arc<dyn floe_storage::ObjectStore>,
+    deny: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Denying {
+    fn check(&self, key: &str) -> floe_core::Result<()> {
+        if self.deny.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(floe_core::Error::new(
+                floe_core::ErrorKind::Auth,
+                format!("GET {key}: 403 AccessDenied"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl floe_storage::ObjectStore for Denying {
+    fn provider(&self) -> floe_core::Provider {
+        self.inner.provider()
+    }
+    fn bucket(&self) -> &str {
+        self.inner.bucket()
+    }
+    fn url(&self, key: &str) -> String {
+        self.inner.url(key)
+    }
+    async fn list(
+        &self,
+        prefix: &str,
+        token: Option<&str>,
+        max_keys: usize,
+    ) -> floe_core::Result<floe_storage::ListPage> {
+        self.inner.list(prefix, token, max_keys).await
+    }
+    async fn head(&self, key: &str) -> floe_core::Result<Option<floe_storage::ObjectMeta>> {
+        self.inner.head(key).await
+    }
+    async fn get(&self, key: &str) -> floe_core::Result<floe_storage::GetResult> {
+        self.check(key)?;
+        self.inner.get(key).await
+    }
+    async fn get_range(&self, key: &str, start: u64, end: u64) -> floe_core::Result<bytes::Bytes> {
+        self.check(key)?;
+        self.inner.get_range(key, start, end).await
+    }
+    async fn put(
+        &self,
+        key: &str,
+        body: bytes::Bytes,
+        mode: floe_storage::PutMode,
+    ) -> floe_core::Result<Option<String>> {
+        self.inner.put(key, body, mode).await
+    }
+    async fn delete(&self, key: &str) -> floe_core::Result<()> {
+        self.inner.delete(key).await
+    }
+    async fn delete_if_match(&self, key: &str, etag: &str) -> floe_core::Result<bool> {
+        self.inner.delete_if_match(key, etag).await
+    }
+}
+
+/// Reads denied (403) at delivery: the objects are given back, not dead-lettered and recorded
+/// as done (before, a permission error was taken for a bad object and its rows were lost);
+/// once the deny is lifted the next pass lands every row.
+#[tokio::test]
+async fn a_denied_read_is_retried_not_dead_lettered() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let mut p = instance(dir.path(), catalog.clone(), 1000).await;
+    let deny = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let inner = floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap();
+    p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(Denying {
+        inner: Arc::new(inner),
+        deny: deny.clone(),
+    })));
+
+    let denied = p.run_once(true).await.unwrap();
+    assert_eq!(denied.dead_letters(), 0, "{denied:?}");
+    assert_eq!(denied.rows(), 0, "{denied:?}");
+    let failures = denied.failures();
+    assert_eq!(failures.len(), 3, "{failures:?}");
+    assert!(failures.iter().all(|f| f.contains("403")), "{failures:?}");
+
+    deny.store(false, std::sync::atomic::Ordering::SeqCst);
+    let landed = p.run_once(true).await.unwrap();
+    assert!(landed.failures().is_empty(), "{:?}", landed.failures());
+    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>());
+}
