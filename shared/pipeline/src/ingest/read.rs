@@ -12,10 +12,11 @@ use floe_decode::decode::{
 };
 use floe_decode::infer::{arrow_to_iceberg, infer_schema};
 use floe_iceberg::TableWriter;
-use floe_storage::{ObjectStore, collect_body};
+use floe_storage::{GetResult, ObjectStore, collect_body};
 use futures::StreamExt;
 
 use crate::config::{Mode, RouteConfig};
+use crate::protocol::claim::normalize_etag;
 
 /// An error that makes the object unreadable whatever its kind: trying again cannot help (an
 /// unknown format, a corrupt stream, an object that is gone). The route's `on-error` decides.
@@ -36,6 +37,46 @@ fn rejected(url: &str, bad: BadRecord) -> Error {
         bad.reason
     ))
     .with_retryable(false)
+}
+
+/// The context key of an error saying the object is no longer the version its change names
+/// (the value: the ETag it has now).
+const SUPERSEDED: &str = "superseded_by";
+
+/// Whether `e` says the object was overwritten after its change (see [`get_change`]): the
+/// change is stale, the newer version's own change lands it.
+pub fn is_superseded(e: &Error) -> bool {
+    e.context().iter().any(|(k, _)| *k == SUPERSEDED)
+}
+
+/// Read the version of the object that `change` names. Reading by key alone gives whatever the
+/// object holds now: when it was overwritten after the event, the first change would land the
+/// second version's rows under the first version's name, and the second change land them
+/// again. So the answer's ETag must be the change's (compared as [`normalize_etag`] does: OSS
+/// events write it in uppercase, S3 listings quote it); one GET gives body and ETag together.
+/// A change without an ETag reads what is there, and so does a change of a local folder, whose
+/// ETags are floe's own (modification time and size: an event made elsewhere cannot name
+/// them). A missing object is unreadable whatever the retry.
+pub async fn get_change(store: &Arc<dyn ObjectStore>, change: &ObjectChange) -> Result<GetResult> {
+    let got = store.get(&change.key).await.map_err(|e| match e.kind() {
+        ErrorKind::NotFound => unreadable(e),
+        _ => e,
+    })?;
+    if let (Some(want), Some(have)) = (&change.etag, &got.meta.etag)
+        && store.local_path(&change.key).is_none()
+        && normalize_etag(want) != normalize_etag(have)
+    {
+        return Err(Error::new(
+            ErrorKind::Conflict,
+            format!(
+                "{} was overwritten after this change (the change names ETag {want}, the object has {have})",
+                store.url(&change.key)
+            ),
+        )
+        .with_context(SUPERSEDED, have.clone())
+        .with_retryable(false));
+    }
+    Ok(got)
 }
 
 /// What reading an object produced (rows go straight to the writer).
@@ -84,10 +125,9 @@ pub async fn read_records(
     let url = store.url(&change.key);
     let read = async {
         let mut stats = ObjectStats::default();
-        let got = store.get(&change.key).await.map_err(|e| match e.kind() {
-            ErrorKind::NotFound => unreadable(e.while_doing(format!("failed to read {url}"))),
-            _ => e.while_doing(format!("failed to read {url}")),
-        })?;
+        let got = get_change(store, change)
+            .await
+            .map_err(|e| e.while_doing(format!("failed to read {url}")))?;
         let (format, compression) = object_format(
             change,
             route,
@@ -97,8 +137,7 @@ pub async fn read_records(
         .map_err(unreadable)?;
         let schema = writer.arrow_schema().clone();
         if format == Format::Parquet {
-            drop(got);
-            let file = parquet_file(store, &change.key).await?;
+            let file = parquet_file(store, &change.key, got).await?;
             let mut dec = ParquetDecoder::new(file, schema, batch_rows).map_err(unreadable)?;
             stats.bytes = change.size.unwrap_or(0);
             while let Some(out) = dec.next_batch().map_err(unreadable)? {
@@ -212,14 +251,19 @@ async fn drain(
 }
 
 /// A Parquet object as a local file: the file itself for a local store, else a temporary copy
-/// streamed to disk (Parquet needs random access; memory stays flat).
-async fn parquet_file(store: &Arc<dyn ObjectStore>, key: &str) -> Result<std::fs::File> {
+/// of `got` (the object as read, its version checked) streamed to disk (Parquet needs random
+/// access; memory stays flat).
+async fn parquet_file(
+    store: &Arc<dyn ObjectStore>,
+    key: &str,
+    got: GetResult,
+) -> Result<std::fs::File> {
     if let Some(path) = store.local_path(key) {
+        drop(got);
         return std::fs::File::open(&path).map_err(|e| {
             unreadable(Error::from(e).while_doing(format!("failed to open {}", path.display())))
         });
     }
-    let got = store.get(key).await?;
     let mut tmp = tempfile::tempfile()
         .map_err(|e| retry(Error::from(e).while_doing("failed to create a temporary file")))?;
     let mut body = got.body;
@@ -255,7 +299,7 @@ pub async fn infer_object_schema(
     change: &ObjectChange,
     route: &RouteConfig,
 ) -> Result<TableSchema> {
-    let got = store.get(&change.key).await?;
+    let got = get_change(store, change).await?;
     let (format, compression) = object_format(
         change,
         route,
@@ -264,8 +308,7 @@ pub async fn infer_object_schema(
     )
     .map_err(unreadable)?;
     if format == Format::Parquet {
-        drop(got);
-        let file = parquet_file(store, &change.key).await?;
+        let file = parquet_file(store, &change.key, got).await?;
         let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
             .map_err(|e| {
                 unreadable(Error::invalid_input("not a readable parquet file").with_source(e))
@@ -344,10 +387,7 @@ pub async fn content_of(
     if change.size.is_some_and(|s| s > limit) {
         return Ok(None);
     }
-    let got = store.get(&change.key).await.map_err(|e| match e.kind() {
-        ErrorKind::NotFound => unreadable(e),
-        _ => e,
-    })?;
+    let got = get_change(store, change).await?;
     if got.meta.size > limit {
         return Ok(None);
     }

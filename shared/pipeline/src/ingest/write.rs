@@ -410,6 +410,12 @@ impl Pipeline {
         batch: &str,
         dead: &mut DeadLetterWriter,
     ) -> Result<Option<Outcome>> {
+        if super::read::is_superseded(&e) {
+            // Its version is gone: nothing of it can land (its claim is given back, so the
+            // newer version's change is judged against what was recorded before).
+            tracing::info!(error = %e, "object overwritten after its change; stale");
+            return Ok(Some(Outcome::Stale));
+        }
         if crate::protocol::ack::give_back(&e) {
             tracing::warn!(error = %e, "object failed; it will be retried");
             return Ok(Some(Outcome::Failed(e.with_retryable(true))));
