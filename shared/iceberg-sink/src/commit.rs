@@ -4,7 +4,9 @@
 //! attempt, and so before any retry, the table's history (the current snapshot and its
 //! ancestors) is searched for that id: if an earlier attempt landed (its answer lost to a
 //! timeout, a 5xx, a crash) the commit is reported as already done instead of being applied a
-//! second time. Conflicts (another writer moved the table) are retried with backoff and jitter
+//! second time. The same commit sets the table property `floe.commit-ids` (the latest commit
+//! ids), which snapshot expiry leaves alone: a commit whose snapshot was expired is still
+//! found. Conflicts (another writer moved the table) are retried with backoff and jitter
 //! until the deadline; the files themselves do not change between attempts.
 //!
 //! floe owns every retry. iceberg's `Transaction::commit` would retry a 409 by itself, reloading
@@ -32,6 +34,16 @@ pub const COMMIT_ID_PROP: &str = "floe.commit-id";
 /// Snapshot summary key holding floe's checkpoint (the batches the snapshot took).
 pub const CHECKPOINT_PROP: &str = "floe.checkpoint";
 
+/// Table property listing the latest commit ids floe appended to the table (comma-separated,
+/// newest last, at most [`RECENT_COMMIT_IDS`]): set in the same commit as each append, so "is
+/// this commit in?" has an answer after snapshot expiry has removed the commit's snapshot.
+pub const COMMIT_IDS_PROP: &str = "floe.commit-ids";
+
+/// How many commit ids [`COMMIT_IDS_PROP`] keeps. A pending commit is finished by the next
+/// committer of its table before that one commits anything new, so only the last few matter;
+/// the margin covers several floe deployments writing one table.
+pub const RECENT_COMMIT_IDS: usize = 64;
+
 /// How an append ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AppendOutcome {
@@ -40,15 +52,54 @@ pub enum AppendOutcome {
         /// The new snapshot.
         snapshot_id: i64,
     },
-    /// An earlier attempt had already made it (found in the history).
+    /// An earlier attempt had already made it.
     AlreadyCommitted {
-        /// The snapshot found.
-        snapshot_id: i64,
+        /// The snapshot found (`None`: it was expired since; the table's recent commit ids
+        /// still name the commit).
+        snapshot_id: Option<i64>,
     },
 }
 
+/// A commit found in a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FoundCommit {
+    /// Its snapshot, or `None` when the snapshot was expired and only the table's recent
+    /// commit ids ([`COMMIT_IDS_PROP`]) name it.
+    pub snapshot_id: Option<i64>,
+}
+
+/// Whether `table` holds the commit `commit_id`: a snapshot of its current lineage whose
+/// summary carries the id, or else the id among the table's recent commit ids.
+pub fn find_commit(table: &Table, commit_id: &str) -> Option<FoundCommit> {
+    if let Some(id) = find_snapshot(table, commit_id) {
+        return Some(FoundCommit {
+            snapshot_id: Some(id),
+        });
+    }
+    recent_commit_ids(table)
+        .any(|id| id == commit_id)
+        .then_some(FoundCommit { snapshot_id: None })
+}
+
+/// The ids of [`COMMIT_IDS_PROP`], oldest first.
+fn recent_commit_ids(table: &Table) -> impl Iterator<Item = &str> {
+    (table.metadata().properties().get(COMMIT_IDS_PROP))
+        .map(String::as_str)
+        .unwrap_or("")
+        .split(',')
+        .filter(|s| !s.is_empty())
+}
+
+/// [`COMMIT_IDS_PROP`] with `commit_id` added (the oldest dropped past the limit).
+fn with_commit_id(table: &Table, commit_id: &str) -> String {
+    let mut ids: Vec<&str> = recent_commit_ids(table).collect();
+    ids.push(commit_id);
+    let start = ids.len().saturating_sub(RECENT_COMMIT_IDS);
+    ids[start..].join(",")
+}
+
 /// The snapshot in `table`'s current lineage whose summary carries `commit_id`, if any.
-pub fn find_commit(table: &Table, commit_id: &str) -> Option<i64> {
+fn find_snapshot(table: &Table, commit_id: &str) -> Option<i64> {
     let metadata = table.metadata();
     let mut next = metadata.current_snapshot().map(|s| s.snapshot_id());
     let mut seen = 0usize;
@@ -125,8 +176,10 @@ pub async fn append_with_hook(
                 format!("table {} does not exist", req.table),
             )
         })?;
-        if let Some(snapshot_id) = find_commit(&table, &req.commit_id) {
-            return Ok(AppendOutcome::AlreadyCommitted { snapshot_id });
+        if let Some(found) = find_commit(&table, &req.commit_id) {
+            return Ok(AppendOutcome::AlreadyCommitted {
+                snapshot_id: found.snapshot_id,
+            });
         }
         let mut summary = req.summary.clone();
         summary.insert(COMMIT_ID_PROP.into(), req.commit_id.clone());
@@ -139,12 +192,19 @@ pub async fn append_with_hook(
             .set_snapshot_properties(summary)
             .add_data_files(req.files.clone());
         let tx = action.apply(tx).map_err(from_iceberg)?;
+        let tx = (tx.update_table_properties())
+            .set(
+                COMMIT_IDS_PROP.to_owned(),
+                with_commit_id(&table, &req.commit_id),
+            )
+            .apply(tx)
+            .map_err(from_iceberg)?;
         let result = tx.commit(&OneAttempt(catalog)).await;
         let lost = after_attempt(result.is_ok());
         let err = match result {
             Ok(_) if lost => Error::new(ErrorKind::StateUnknown, "the commit's answer was lost"),
             Ok(t) => {
-                let snapshot_id = find_commit(&t, &req.commit_id)
+                let snapshot_id = find_snapshot(&t, &req.commit_id)
                     .or_else(|| t.metadata().current_snapshot_id())
                     .ok_or_else(|| {
                         Error::unexpected("commit returned a table without a current snapshot")

@@ -5,6 +5,8 @@
 
 mod common;
 
+use iceberg::transaction::ApplyTransactionAction;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -248,4 +250,81 @@ async fn two_attempts_of_one_commit_racing_land_it_once() {
         1,
         "{outcomes:?}"
     );
+}
+
+/// A commit whose snapshot was expired (S3 Tables and OSS Tables expire snapshots on their own)
+/// must still be found: a pending commit record recovered after the expiry would otherwise be
+/// appended a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_whose_snapshot_expired_is_still_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let props = HashMap::from([
+        ("type".to_owned(), "sql".to_owned()),
+        ("uri".to_owned(), "catalog.db".to_owned()),
+        ("warehouse".to_owned(), "warehouse".to_owned()),
+    ]);
+    let config = CatalogConfig::from_props("floe", props, &root).unwrap();
+    let catalog = open_catalog(&config).await.unwrap();
+    let ident = parse_ident("demo.expiring").unwrap();
+    let definition = TableDefinition {
+        schema: TableSchema::from_json(
+            r#"{"fields":[{"name":"id","type":"long","required":true},{"name":"name","type":"string"},{"name":"ts","type":"timestamptz"}]}"#,
+        )
+        .unwrap(),
+        partition_by: vec![],
+        properties: HashMap::new(),
+    };
+    let mut table = ensure_table(catalog.as_ref(), &ident, &definition)
+        .await
+        .unwrap();
+    let append =
+        |commit_id: &'static str, ids: &'static [i64], table: iceberg::table::Table| {
+            let catalog = catalog.clone();
+            let ident = ident.clone();
+            async move {
+                let mut writer = TableWriter::new(&table, &WriterOptions::default())
+                    .await
+                    .unwrap();
+                let schema = writer.arrow_schema().clone();
+                writer.write(batch(&schema, ids, 20_100)).await.unwrap();
+                let req = AppendRequest {
+                    table: ident,
+                    files: writer.close().await.unwrap(),
+                    commit_id: commit_id.into(),
+                    summary: HashMap::new(),
+                    deadline: Instant::now() + Duration::from_secs(30),
+                };
+                floe_iceberg::append_exactly_once(catalog.as_ref(), &req)
+                    .await
+                    .unwrap()
+            }
+        };
+    append("commit-old", &[1, 2], table.clone()).await;
+    table = catalog.load_table(&ident).await.unwrap();
+    append("commit-new", &[3], table.clone()).await;
+    table = catalog.load_table(&ident).await.unwrap();
+    let old = floe_iceberg::find_commit(&table, "commit-old").expect("in the history");
+    assert!(old.snapshot_id.is_some());
+
+    // Expire every snapshot but the current one.
+    let tx = iceberg::transaction::Transaction::new(&table);
+    let tx = tx
+        .expire_snapshots()
+        .expire_older_than_ms(i64::MAX)
+        .retain_last(1)
+        .apply(tx)
+        .unwrap();
+    table = tx.commit(catalog.as_ref()).await.unwrap();
+    assert_eq!(table.metadata().snapshots().count(), 1);
+
+    let found = floe_iceberg::find_commit(&table, "commit-old").expect("found after expiry");
+    assert_eq!(found.snapshot_id, None, "its snapshot is gone");
+    let again = append("commit-old", &[1, 2], table.clone()).await;
+    assert!(
+        matches!(again, AppendOutcome::AlreadyCommitted { .. }),
+        "{again:?}"
+    );
+    let table = catalog.load_table(&ident).await.unwrap();
+    assert_eq!(common::total_records(&table), 3);
 }

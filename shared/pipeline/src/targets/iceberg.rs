@@ -54,8 +54,8 @@ impl IcebergTarget {
 impl Target for IcebergTarget {
     async fn is_in(&self, cx: &Committer<'_>, record: &CommitRecord) -> Result<Option<Landed>> {
         let table = self.load(cx).await?;
-        Ok(find_commit(&table, &record.id).map(|s| Landed {
-            snapshot_id: Some(s),
+        Ok(find_commit(&table, &record.id).map(|found| Landed {
+            snapshot_id: found.snapshot_id,
             bad_rows: 0,
         }))
     }
@@ -82,12 +82,12 @@ impl Target for IcebergTarget {
             deadline: Instant::now() + Duration::from_millis(cx.config.commit.timeout_ms),
         };
         let snapshot_id = match append_exactly_once(cx.catalog.as_ref(), &req).await? {
-            AppendOutcome::Committed { snapshot_id }
-            | AppendOutcome::AlreadyCommitted { snapshot_id } => snapshot_id,
+            AppendOutcome::Committed { snapshot_id } => Some(snapshot_id),
+            AppendOutcome::AlreadyCommitted { snapshot_id } => snapshot_id,
         };
         cx.faults.hit("commit.after-append").await;
         Ok(Landed {
-            snapshot_id: Some(snapshot_id),
+            snapshot_id,
             bad_rows: 0,
         })
     }
