@@ -122,6 +122,7 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
         "busy": report.busy,
         "waiting": report.waiting,
         "failed": failed,
+        "purged": report.purged,
     })))
 }
 

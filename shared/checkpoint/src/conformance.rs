@@ -139,8 +139,40 @@ pub async fn ttl(store: &dyn CheckpointStore, prefix: &str) -> Result<()> {
         "an expired key can be inserted again",
     )?;
     check(
-        store.purge_expired().await? >= 1,
+        store.purge_expired("").await? >= 1,
         "purge removes expired entries",
+    )?;
+
+    // Purges by prefix touch only that prefix; a scan that purges returns the live entries
+    // and leaves no dead one behind.
+    let short = Some(Duration::from_millis(10));
+    for name in ["a", "b"] {
+        let key = format!("{prefix}/purge-{name}/1");
+        store.put_if_absent(&key, b"short", short).await?;
+    }
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    check(
+        store.purge_expired(&format!("{prefix}/purge-a/")).await? == 1,
+        "a purge by prefix removes that prefix's dead entry",
+    )?;
+    check(
+        store.purge_expired(&format!("{prefix}/purge-b/")).await? == 1,
+        "and leaves the other prefixes' alone",
+    )?;
+    let c = format!("{prefix}/purge-c/");
+    store.put_if_absent(&format!("{c}live"), b"1", None).await?;
+    let gone = format!("{c}gone");
+    if let Some(v) = store.put_if_absent(&gone, b"1", None).await? {
+        store.delete_if_version(&gone, &v).await?;
+    }
+    let live = store.scan_and_purge(&c).await?;
+    check(
+        live.len() == 1 && live[0].key == format!("{c}live"),
+        "scan_and_purge returns the live entries",
+    )?;
+    check(
+        store.purge_expired(&c).await? == 0,
+        "scan_and_purge removed the dead ones",
     )?;
     Ok(())
 }

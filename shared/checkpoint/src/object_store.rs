@@ -22,6 +22,7 @@
 //! | `delete_if_version` | PUT `If-Match` of a tombstone (`deleted: true`): the tombstone, not a DELETE, is the atomic step |
 //! | `scan` | paged listing, then a GET per object |
 //! | `purge_expired` | listing, GET, then DELETE `If-Match: <etag>` of each dead object |
+//! | `scan_and_purge` | `scan`, and the DELETEs of `purge_expired` for the dead objects it read |
 //!
 //! Why tombstones: a plain DELETE cannot be made conditional on every store (s3s-fs ignores
 //! `If-Match` on DELETE; AWS honours it since September 2025), and an unconditional DELETE
@@ -230,6 +231,17 @@ impl ObjectStoreCheckpoint {
     }
 
     /// GET every object under `name_prefix`, a few at a time: `(name, found)`.
+    /// Delete dead objects, each only while its ETag is the one read (`If-Match`); returns how
+    /// many went.
+    async fn remove(&self, dead: impl IntoIterator<Item = (String, Found)>) -> Result<u64> {
+        let removed: Vec<bool> = futures::stream::iter(dead)
+            .map(|(name, f)| async move { self.store.delete_if_match(&name, &f.etag).await })
+            .buffer_unordered(SCAN_PARALLELISM)
+            .try_collect()
+            .await?;
+        Ok(removed.into_iter().filter(|r| *r).count() as u64)
+    }
+
     async fn fetch_all(&self, name_prefix: &str) -> Result<Vec<(String, Found)>> {
         let names = self.list_names(name_prefix).await?;
         let found: Vec<Option<(String, Found)>> = futures::stream::iter(names)
@@ -339,15 +351,30 @@ impl CheckpointStore for ObjectStoreCheckpoint {
         Ok(out)
     }
 
-    async fn purge_expired(&self) -> Result<u64> {
+    async fn purge_expired(&self, prefix: &str) -> Result<u64> {
         let now = now_ms();
-        let mut purged = 0;
-        for (name, f) in self.fetch_all(&self.prefix).await? {
-            if !f.live(now) && self.store.delete_if_match(&name, &f.etag).await? {
-                purged += 1;
+        let dead = (self.fetch_all(&self.name(prefix)).await?)
+            .into_iter()
+            .filter(|(_, f)| !f.live(now));
+        self.remove(dead).await
+    }
+
+    async fn scan_and_purge(&self, prefix: &str) -> Result<Vec<Entry>> {
+        let now = now_ms();
+        let (live, dead): (Vec<_>, Vec<_>) = (self.fetch_all(&self.name(prefix)).await?)
+            .into_iter()
+            .partition(|(_, f)| f.live(now));
+        if let Err(e) = self.remove(dead).await {
+            tracing::warn!(prefix, error = %e, "failed to remove dead checkpoint entries; the next scan tries again");
+        }
+        let mut out = Vec::with_capacity(live.len());
+        for (_, f) in live {
+            if f.stored.key.starts_with(prefix) {
+                out.push(Self::entry(f.stored.key.clone(), f)?);
             }
         }
-        Ok(purged)
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
     }
 }
 

@@ -271,10 +271,14 @@ impl CheckpointStore for SqliteStore {
         Ok(out)
     }
 
-    async fn purge_expired(&self) -> Result<u64> {
+    async fn purge_expired(&self, prefix: &str) -> Result<u64> {
+        let upper = format!("{prefix}\u{10ffff}");
         let done = sqlx::query(
-            "DELETE FROM floe_checkpoint WHERE expires_at IS NOT NULL AND expires_at <= ?",
+            "DELETE FROM floe_checkpoint
+             WHERE key >= ? AND key < ? AND expires_at IS NOT NULL AND expires_at <= ?",
         )
+        .bind(prefix)
+        .bind(&upper)
         .bind(now_ms())
         .execute(&self.pool)
         .await

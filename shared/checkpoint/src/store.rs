@@ -86,8 +86,19 @@ pub trait CheckpointStore: Send + Sync + Debug {
     /// Every live entry whose key starts with `prefix`, in key order.
     async fn scan(&self, prefix: &str) -> Result<Vec<Entry>>;
 
-    /// Remove expired entries; returns how many went.
-    async fn purge_expired(&self) -> Result<u64>;
+    /// Remove the dead entries (expired, or deleted and kept as tombstones) whose key starts
+    /// with `prefix` (`""`: all of them); returns how many went.
+    async fn purge_expired(&self, prefix: &str) -> Result<u64>;
+
+    /// [`CheckpointStore::scan`], also removing the dead entries met under `prefix`, so a
+    /// prefix scanned often does not grow with its history. Only for prefixes whose keys are
+    /// never written again once dead (ids): a removal that races a revival of its key can
+    /// erase the revived entry on a store that ignores conditional deletes.
+    async fn scan_and_purge(&self, prefix: &str) -> Result<Vec<Entry>> {
+        let live = self.scan(prefix).await?;
+        self.purge_expired(prefix).await?;
+        Ok(live)
+    }
 
     /// `get` of several keys, in order. Backends that can read them in one request do.
     async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Entry>>> {
@@ -159,12 +170,15 @@ pub trait StoreExt: CheckpointStore {
         &self,
         prefix: &str,
     ) -> Result<Vec<(String, T, Version)>> {
-        let mut out = Vec::new();
-        for e in self.scan(prefix).await? {
-            let v = decode(&e)?;
-            out.push((e.key, v, e.version));
-        }
-        Ok(out)
+        decode_all(self.scan(prefix).await?)
+    }
+
+    /// `scan_and_purge` and decode every entry.
+    async fn scan_and_purge_json<T: DeserializeOwned + Send>(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, T, Version)>> {
+        decode_all(self.scan_and_purge(prefix).await?)
     }
 }
 
@@ -187,4 +201,13 @@ fn decode<T: DeserializeOwned>(e: &Entry) -> Result<T> {
         )
         .with_source(err)
     })
+}
+
+fn decode_all<T: DeserializeOwned>(entries: Vec<Entry>) -> Result<Vec<(String, T, Version)>> {
+    let mut out = Vec::with_capacity(entries.len());
+    for e in entries {
+        let v = decode(&e)?;
+        out.push((e.key, v, e.version));
+    }
+    Ok(out)
 }

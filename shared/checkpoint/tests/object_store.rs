@@ -107,8 +107,8 @@ async fn deletes_leave_tombstones_that_purge_removes() {
     assert!(store.get("stage/a/1").await.unwrap().is_none());
     assert!(store.scan("stage/").await.unwrap().is_empty());
     assert!(!store.delete_if_version("stage/a/1", &v).await.unwrap());
-    assert_eq!(store.purge_expired().await.unwrap(), 1);
-    assert_eq!(store.purge_expired().await.unwrap(), 0);
+    assert_eq!(store.purge_expired("").await.unwrap(), 1);
+    assert_eq!(store.purge_expired("").await.unwrap(), 0);
     assert!(
         store
             .put_if_absent("stage/a/1", b"y", None)

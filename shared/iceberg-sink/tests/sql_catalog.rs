@@ -278,28 +278,27 @@ async fn a_commit_whose_snapshot_expired_is_still_found() {
     let mut table = ensure_table(catalog.as_ref(), &ident, &definition)
         .await
         .unwrap();
-    let append =
-        |commit_id: &'static str, ids: &'static [i64], table: iceberg::table::Table| {
-            let catalog = catalog.clone();
-            let ident = ident.clone();
-            async move {
-                let mut writer = TableWriter::new(&table, &WriterOptions::default())
-                    .await
-                    .unwrap();
-                let schema = writer.arrow_schema().clone();
-                writer.write(batch(&schema, ids, 20_100)).await.unwrap();
-                let req = AppendRequest {
-                    table: ident,
-                    files: writer.close().await.unwrap(),
-                    commit_id: commit_id.into(),
-                    summary: HashMap::new(),
-                    deadline: Instant::now() + Duration::from_secs(30),
-                };
-                floe_iceberg::append_exactly_once(catalog.as_ref(), &req)
-                    .await
-                    .unwrap()
-            }
-        };
+    let append = |commit_id: &'static str, ids: &'static [i64], table: iceberg::table::Table| {
+        let catalog = catalog.clone();
+        let ident = ident.clone();
+        async move {
+            let mut writer = TableWriter::new(&table, &WriterOptions::default())
+                .await
+                .unwrap();
+            let schema = writer.arrow_schema().clone();
+            writer.write(batch(&schema, ids, 20_100)).await.unwrap();
+            let req = AppendRequest {
+                table: ident,
+                files: writer.close().await.unwrap(),
+                commit_id: commit_id.into(),
+                summary: HashMap::new(),
+                deadline: Instant::now() + Duration::from_secs(30),
+            };
+            floe_iceberg::append_exactly_once(catalog.as_ref(), &req)
+                .await
+                .unwrap()
+        }
+    };
     append("commit-old", &[1, 2], table.clone()).await;
     table = catalog.load_table(&ident).await.unwrap();
     append("commit-new", &[3], table.clone()).await;

@@ -165,16 +165,26 @@ table = "t.y"
     assert_eq!(crate::crash_points::ids_of(&catalog, &y).await, vec![2]);
 }
 
-/// A store whose reads are refused with a 403 while `deny` is set (a bucket policy, an expired
-/// token, a missing KMS grant), passing everything else to the inner store.
+/// A store that counts its reads and refuses them with a 403 while `deny` is set (a bucket
+/// policy, an expired token, a missing KMS grant), passing everything to the inner store.
 #[derive(Debug)]
-struct Denying {
+struct Watched {
     inner: Arc<dyn floe_storage::ObjectStore>,
     deny: Arc<std::sync::atomic::AtomicBool>,
+    gets: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-impl Denying {
+impl Watched {
+    fn new(inner: impl floe_storage::ObjectStore + 'static) -> Self {
+        Watched {
+            inner: Arc::new(inner),
+            deny: Default::default(),
+            gets: Default::default(),
+        }
+    }
+
     fn check(&self, key: &str) -> floe_core::Result<()> {
+        self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if self.deny.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(floe_core::Error::new(
                 floe_core::ErrorKind::Auth,
@@ -186,7 +196,7 @@ impl Denying {
 }
 
 #[async_trait::async_trait]
-impl floe_storage::ObjectStore for Denying {
+impl floe_storage::ObjectStore for Watched {
     fn provider(&self) -> floe_core::Provider {
         self.inner.provider()
     }
@@ -240,12 +250,11 @@ async fn a_denied_read_is_retried_not_dead_lettered() {
     write_bucket(dir.path());
     let catalog = memory_catalog(dir.path()).await;
     let mut p = instance(dir.path(), catalog.clone(), 1000).await;
-    let deny = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let inner = floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap();
-    p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(Denying {
-        inner: Arc::new(inner),
-        deny: deny.clone(),
-    })));
+    let store =
+        Watched::new(floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap());
+    let deny = store.deny.clone();
+    deny.store(true, std::sync::atomic::Ordering::SeqCst);
+    p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
 
     let denied = p.run_once(true).await.unwrap();
     assert_eq!(denied.dead_letters(), 0, "{denied:?}");
@@ -335,4 +344,53 @@ async fn an_object_overwritten_before_its_read_lands_each_version_once() {
         p.commit(true).await.unwrap();
         assert_eq!(ids(&catalog).await, vec![3, 4], "v1 first: {first_v1}");
     }
+}
+
+/// The object-store checkpoint keeps a finished batch or commit as a tombstone: before, every
+/// commit pass listed and read all of them, so a pass grew with history (31 reads after 30
+/// batches). The pass now removes the tombstones it meets, the committers purge dead entries
+/// once an hour, and an idle pass after 30 finished batches reads next to nothing.
+#[tokio::test]
+async fn an_idle_commit_pass_does_not_read_finished_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = dir.path().join("bucket");
+    std::fs::create_dir_all(&bucket).unwrap();
+    for i in 0..30 {
+        std::fs::write(
+            bucket.join(format!("o{i:02}.ndjson")),
+            format!("{{\"id\":{i}}}\n"),
+        )
+        .unwrap();
+    }
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    let state =
+        Watched::new(floe_storage::LocalStore::new(dir.path().join("state"), "state").unwrap());
+    let gets = state.gets.clone();
+    let checkpoint: Arc<dyn floe_checkpoint::CheckpointStore> = Arc::new(
+        floe_checkpoint::ObjectStoreCheckpoint::new(Arc::new(state), "floe/checkpoint/"),
+    );
+    let catalog = memory_catalog(dir.path()).await;
+    let raw = parse(
+        &CONFIG.replace("batch-objects = 2", "batch-objects = 1"),
+        false,
+    )
+    .unwrap();
+    let config = FloeConfig::from_raw(raw, dir.path()).unwrap();
+    let p = Pipeline::builder(config)
+        .catalog(catalog.clone())
+        .checkpoint(checkpoint)
+        .build()
+        .await
+        .unwrap();
+    let run = p.run_once(true).await.unwrap();
+    assert_eq!(run.batches.len(), 30);
+    assert_eq!(run.commits.commits.len(), 1, "{:?}", run.commits);
+    // The first pass of the hour also purged: the 30 batch tombstones and the commit's.
+    assert_eq!(run.commits.purged, 31, "{:?}", run.commits);
+    assert_eq!(p.commit(true).await.unwrap().purged, 0, "once an hour");
+    gets.store(0, std::sync::atomic::Ordering::SeqCst);
+    let idle = p.commit(true).await.unwrap();
+    assert!(idle.commits.is_empty());
+    let read = gets.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(read <= 3, "an idle pass read {read} checkpoint objects");
 }

@@ -24,6 +24,12 @@ use crate::protocol::records::{
 };
 use crate::targets::id::TargetId;
 
+/// The checkpoint key whose expiry paces the scheduled purge.
+const PURGE_MARKER: &str = "purge/last";
+
+/// How often the committers purge dead checkpoint entries.
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
 /// One target's commit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetCommit {
@@ -56,6 +62,8 @@ pub struct CommitReport {
     pub busy: Vec<String>,
     /// Targets with staged work not yet due.
     pub waiting: Vec<String>,
+    /// Dead checkpoint entries removed by the scheduled purge (0 when it was not due).
+    pub purged: u64,
     /// Targets whose commit failed this pass (each target commits or fails on its own: one
     /// failing never holds up the others). Their staged work stays for the next pass.
     pub failed: Vec<FailedCommit>,
@@ -95,8 +103,12 @@ impl Committer<'_> {
     /// Commit every target with staged batches that is due (`force`: all of them now).
     pub(crate) async fn commit(&self, force: bool) -> Result<CommitReport> {
         let mut report = CommitReport::default();
-        let batches = self.checkpoint.scan_json::<BatchRecord>("batch/").await?;
-        let commits = self.checkpoint.scan("commit/").await?;
+        // Batch and commit ids are never written again once finished: their tombstones go as
+        // they are met, so a pass reads what is in flight, not the history.
+        let batches = (self.checkpoint)
+            .scan_and_purge_json::<BatchRecord>("batch/")
+            .await?;
+        let commits = self.checkpoint.scan_and_purge("commit/").await?;
         let targets = commit::targets_with_work(
             batches.iter().map(|(_, b, _)| b),
             commits.iter().map(|e| e.key.as_str()),
@@ -110,7 +122,38 @@ impl Committer<'_> {
                 });
             }
         }
+        report.purged = self.purge_if_due().await;
         Ok(report)
+    }
+
+    /// At most once per [`PURGE_EVERY`] across every committer of the checkpoint table (the
+    /// first to write the marker does it): remove the dead entries under the prefixes whose
+    /// keys are ids (done batches, and what passes did not meet). Object records (`obj/`) are
+    /// left to expire in place: a claim may revive a dead one at any moment (see
+    /// [`CheckpointStore::scan_and_purge`]). Returns how many went.
+    async fn purge_if_due(&self) -> u64 {
+        match (self.checkpoint)
+            .insert_json(PURGE_MARKER, &now_ms(), Some(PURGE_EVERY))
+            .await
+        {
+            Ok(Some(_)) => {}
+            Ok(None) => return 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not write the purge marker; purging later");
+                return 0;
+            }
+        }
+        let mut purged = 0;
+        for prefix in ["done/", "batch/", "commit/"] {
+            match self.checkpoint.purge_expired(prefix).await {
+                Ok(n) => purged += n,
+                Err(e) => {
+                    tracing::warn!(prefix, error = %e, "purge failed; the next one tries again")
+                }
+            }
+        }
+        tracing::info!(purged, "dead checkpoint entries removed");
+        purged
     }
 
     async fn commit_target(
