@@ -8,9 +8,12 @@
 //!                                 ├─► NORMAL (COMMITTING) .......... Resumed::Upload / Upsert
 //!                                 │     (rewrite blocks the server lacks, then commit)
 //!                                 ├─► EXPIRED / CANCELED / ABORTED .. Resumed::Expired (redo with a new session)
-//!                                 └─► not found: upsert with commit requested → Committed
-//!                                                (the SDKs' rule); commit not requested → Expired;
-//!                                                upload with commit requested → StateUnknown error
+//!                                 └─► not found: upsert → Expired (written again: upserts by
+//!                                                primary key are idempotent, and a gone session
+//!                                                may not have committed); upload, commit not
+//!                                                requested → Expired; upload with commit
+//!                                                requested → StateUnknown error (appends are not
+//!                                                idempotent and the session cannot say)
 //! ```
 //! Write the record (with `commit_requested = false`) right after the session is created, add
 //! each block id once its PUT succeeded, and set `commit_requested` before calling commit.
@@ -104,7 +107,8 @@ pub enum Resumed {
     /// The upsert session is open (or committing): re-send its rows if the commit was not
     /// requested, then commit (which waits for a commit under way).
     Upsert(UpsertSession),
-    /// The session is gone without committing: start again with a new one.
+    /// The session is gone without committing (or gone, for an upsert session, whatever it
+    /// did): start again with a new one.
     Expired,
 }
 
@@ -156,11 +160,12 @@ pub async fn resume_with(
                     UpsertStatus::Normal | UpsertStatus::Committing => Resumed::Upsert(s),
                     _ => Resumed::Expired,
                 }),
-                Err(e) if e.kind() == ErrorKind::NotFound => Ok(if record.commit_requested {
-                    Resumed::Committed
-                } else {
-                    Resumed::Expired
-                }),
+                // Gone, even after its commit was asked: whether the commit happened cannot be
+                // read from the session, and taking it as committed loses its rows when it did
+                // not. Upserts and deletes by primary key are idempotent (the same operations
+                // in the same order leave the same rows), so the commit is written again in a
+                // new session either way.
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(Resumed::Expired),
                 Err(e) => Err(e),
             }
         }

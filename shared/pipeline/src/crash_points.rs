@@ -39,9 +39,14 @@ table = "t.events"
 suffix = ".ndjson"
 "#;
 
-/// How long the crashed instance's claims and lease last (set below the options' minimum: the
-/// recovering pipeline waits them out).
+/// How long the crashed instance's claims last (set below the options' minimum: the recovering
+/// pipeline waits them out).
 const TIMEOUT_MS: u64 = 40;
+
+/// How long a commit lease lasts: longer than the steps of a commit take on a loaded machine
+/// (a committer renews its lease before it touches a target and stops when the lease ran out,
+/// and a checkpoint write that waits for SQLite's lock eats into the lease it writes).
+const LEASE_MS: u64 = 1000;
 
 /// Three objects of three rows each (ids 1..=9), one with a bad line (dead-lettered).
 pub(crate) fn write_bucket(dir: &Path) {
@@ -86,7 +91,7 @@ async fn pipeline_of(
     let raw = parse(text, false).unwrap();
     let mut config = FloeConfig::from_raw(raw, dir).unwrap();
     config.ingest.claim_timeout_ms = TIMEOUT_MS;
-    config.commit.lease_ms = TIMEOUT_MS;
+    config.commit.lease_ms = LEASE_MS;
     Pipeline::builder(config)
         .catalog(catalog.clone())
         .faults(faults)
@@ -134,7 +139,13 @@ async fn halt_then_recover(
         }
     }
     meanwhile();
-    tokio::time::sleep(Duration::from_millis(TIMEOUT_MS + 10)).await;
+    // A crash in a commit leaves its lease behind, one in an ingest its claims.
+    let held = if point.starts_with("commit.") {
+        LEASE_MS
+    } else {
+        TIMEOUT_MS
+    };
+    tokio::time::sleep(Duration::from_millis(held + 10)).await;
     let p = pipeline_of(text, dir, catalog, Faults::default()).await;
     let first = p.run_once(true).await.unwrap();
     assert!(
@@ -363,6 +374,40 @@ schema = '{{"fields":[{{"name":"id","type":"long","required":true}},{{"name":"v"
                 }
             )*
         };
+    }
+
+    /// An upsert session gone (purged by the service) after its commit was asked but before
+    /// it was sent: whether it committed cannot be read from the session, and upserts by
+    /// primary key are idempotent, so recovery writes the commit again in a new session. Before,
+    /// a gone upsert session with `commit_requested` was taken as committed and its rows lost.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_upsert_session_gone_after_its_commit_was_asked_is_written_again() {
+        let mut emu_config = MaxComputeEmulatorConfig::new(Credentials::new(ACCESS_ID, SECRET));
+        emu_config.sql_running_polls = 0;
+        emu_config.upsert_commit_polls = 0;
+        let emu = MaxComputeEmulator::start(emu_config).await.unwrap();
+        let text = config(&emu)
+            .replace(
+                "table_name = \"events\"",
+                "table_name = \"events\"\ninsert_strategy = \"upsert\"\nsave_mode_create_template = '''CREATE TABLE IF NOT EXISTS `${table}` (\n${rowtype_fields},\nPRIMARY KEY (${rowtype_primary_key})\n) TBLPROPERTIES (\"transactional\"=\"true\");'''",
+            )
+            .replace(
+                "{\"name\":\"v\",\"type\":\"string\"}]}",
+                "{\"name\":\"v\",\"type\":\"string\"}],\"identifierFields\":[\"id\"]}",
+            );
+        assert!(text.contains("identifierFields") && text.contains("upsert"));
+        let dir = tempfile::tempdir().unwrap();
+        write_bucket(dir.path());
+        let catalog = memory_catalog(dir.path()).await;
+        halt_then_recover(
+            &text,
+            dir.path(),
+            &catalog,
+            "commit.mc.after-blocks",
+            || emu.forget_sessions(),
+        )
+        .await;
+        assert_eq!(ids(&emu), (1..=9).collect::<Vec<_>>());
     }
 
     session_point_tests! {

@@ -271,6 +271,14 @@ impl MaxComputeEmulator {
         self.shared.clock_offset_ms.fetch_add(ms, Ordering::SeqCst);
     }
 
+    /// Forget every upload and upsert session, committed or not, as the service does once it
+    /// has purged them: reloading one is answered 404.
+    pub fn forget_sessions(&self) {
+        let mut st = self.shared.lock();
+        st.uploads.clear();
+        st.upserts.clear();
+    }
+
     /// The status of an upload session (`NORMAL`, `CLOSED`, `EXPIRED`…).
     pub fn upload_status(&self, id: &str) -> Option<String> {
         let now = self.shared.now_ms();
