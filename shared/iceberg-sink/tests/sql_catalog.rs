@@ -21,6 +21,26 @@ use floe_iceberg::{
     WriterOptions, ensure_table, open_catalog, parse_ident,
 };
 
+/// The embedded SQL catalog in `dir` (catalog.db, warehouse/), and `dir` canonicalised.
+async fn sql_catalog(dir: &Path) -> (std::path::PathBuf, Arc<dyn iceberg::Catalog>) {
+    let root = dir.canonicalize().unwrap();
+    let props = HashMap::from([
+        ("type".to_owned(), "sql".to_owned()),
+        ("uri".to_owned(), "catalog.db".to_owned()),
+        ("warehouse".to_owned(), "warehouse".to_owned()),
+    ]);
+    let config = CatalogConfig::from_props("floe", props, &root).unwrap();
+    (root, open_catalog(&config).await.unwrap())
+}
+
+/// The tests' table schema: id (required), name, ts.
+fn schema() -> TableSchema {
+    TableSchema::from_json(
+        r#"{"fields":[{"name":"id","type":"long","required":true},{"name":"name","type":"string"},{"name":"ts","type":"timestamptz"}]}"#,
+    )
+    .unwrap()
+}
+
 fn batch(schema: &arrow_schema::SchemaRef, ids: &[i64], day: i64) -> RecordBatch {
     let ts: Vec<i64> = ids
         .iter()
@@ -44,20 +64,10 @@ fn batch(schema: &arrow_schema::SchemaRef, ids: &[i64], day: i64) -> RecordBatch
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_stage_commit_once_and_read_back_with_pyiceberg() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    let props = HashMap::from([
-        ("type".to_owned(), "sql".to_owned()),
-        ("uri".to_owned(), "catalog.db".to_owned()),
-        ("warehouse".to_owned(), "warehouse".to_owned()),
-    ]);
-    let config = CatalogConfig::from_props("floe", props, &root).unwrap();
-    let catalog = open_catalog(&config).await.unwrap();
+    let (root, catalog) = sql_catalog(dir.path()).await;
     let ident = parse_ident("demo.events").unwrap();
     let definition = TableDefinition {
-        schema: TableSchema::from_json(
-            r#"{"fields":[{"name":"id","type":"long","required":true},{"name":"name","type":"string"},{"name":"ts","type":"timestamptz"}]}"#,
-        )
-        .unwrap(),
+        schema: schema(),
         partition_by: vec![PartitionField::parse("day(ts)").unwrap()],
         properties: HashMap::new(),
     };
@@ -188,20 +198,10 @@ async fn write_stage_commit_once_and_read_back_with_pyiceberg() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_attempts_of_one_commit_racing_land_it_once() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    let props = HashMap::from([
-        ("type".to_owned(), "sql".to_owned()),
-        ("uri".to_owned(), "catalog.db".to_owned()),
-        ("warehouse".to_owned(), "warehouse".to_owned()),
-    ]);
-    let config = CatalogConfig::from_props("floe", props, &root).unwrap();
-    let catalog = open_catalog(&config).await.unwrap();
+    let (_, catalog) = sql_catalog(dir.path()).await;
     let ident = parse_ident("demo.race").unwrap();
     let definition = TableDefinition {
-        schema: TableSchema::from_json(
-            r#"{"fields":[{"name":"id","type":"long","required":true},{"name":"name","type":"string"},{"name":"ts","type":"timestamptz"}]}"#,
-        )
-        .unwrap(),
+        schema: schema(),
         partition_by: vec![],
         properties: HashMap::new(),
     };
@@ -258,20 +258,10 @@ async fn two_attempts_of_one_commit_racing_land_it_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_whose_snapshot_expired_is_still_found() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    let props = HashMap::from([
-        ("type".to_owned(), "sql".to_owned()),
-        ("uri".to_owned(), "catalog.db".to_owned()),
-        ("warehouse".to_owned(), "warehouse".to_owned()),
-    ]);
-    let config = CatalogConfig::from_props("floe", props, &root).unwrap();
-    let catalog = open_catalog(&config).await.unwrap();
+    let (_, catalog) = sql_catalog(dir.path()).await;
     let ident = parse_ident("demo.expiring").unwrap();
     let definition = TableDefinition {
-        schema: TableSchema::from_json(
-            r#"{"fields":[{"name":"id","type":"long","required":true},{"name":"name","type":"string"},{"name":"ts","type":"timestamptz"}]}"#,
-        )
-        .unwrap(),
+        schema: schema(),
         partition_by: vec![],
         properties: HashMap::new(),
     };

@@ -115,25 +115,6 @@ async fn a_committer_whose_lease_was_taken_stops() {
 /// forever.
 #[tokio::test]
 async fn a_failing_target_does_not_hold_up_the_others() {
-    const TWO_ROUTES: &str = r#"
-[source]
-folder = "bucket"
-bucket = "b"
-
-[checkpoint]
-path = "checkpoint.db"
-
-[dead-letter]
-path = "dead-letter"
-
-[[routes]]
-prefix = "x/"
-table = "t.x"
-
-[[routes]]
-prefix = "y/"
-table = "t.y"
-"#;
     let dir = tempfile::tempdir().unwrap();
     for (sub, id) in [("x", 1), ("y", 2)] {
         let d = dir.path().join("bucket").join(sub);
@@ -141,7 +122,12 @@ table = "t.y"
         std::fs::write(d.join("o.ndjson"), format!("{{\"id\":{id}}}\n")).unwrap();
     }
     let catalog = memory_catalog(dir.path()).await;
-    let raw = parse(TWO_ROUTES, false).unwrap();
+    let two_routes = CONFIG.replace(
+        "[[routes]]\ntable = \"t.events\"\nsuffix = \".ndjson\"\n",
+        "[[routes]]\nprefix = \"x/\"\ntable = \"t.x\"\n\n[[routes]]\nprefix = \"y/\"\ntable = \"t.y\"\n",
+    );
+    assert!(two_routes.contains("t.x"));
+    let raw = parse(&two_routes, false).unwrap();
     let config = FloeConfig::from_raw(raw, dir.path()).unwrap();
     let p = Pipeline::builder(config)
         .catalog(catalog.clone())
@@ -171,6 +157,8 @@ struct Watched {
     inner: Arc<dyn floe_storage::ObjectStore>,
     deny: Arc<std::sync::atomic::AtomicBool>,
     gets: Arc<std::sync::atomic::AtomicUsize>,
+    /// Each read waits this long first (a large object, a slow network).
+    delay: Duration,
 }
 
 impl Watched {
@@ -179,6 +167,7 @@ impl Watched {
             inner: Arc::new(inner),
             deny: Default::default(),
             gets: Default::default(),
+            delay: Duration::ZERO,
         }
     }
 
@@ -218,6 +207,7 @@ impl floe_storage::ObjectStore for Watched {
     }
     async fn get(&self, key: &str) -> floe_core::Result<floe_storage::GetResult> {
         self.check(key)?;
+        tokio::time::sleep(self.delay).await;
         self.inner.get(key).await
     }
     async fn get_range(&self, key: &str, start: u64, end: u64) -> floe_core::Result<bytes::Bytes> {
@@ -392,4 +382,60 @@ async fn an_idle_commit_pass_does_not_read_finished_history() {
     assert!(idle.commits.is_empty());
     let read = gets.load(std::sync::atomic::Ordering::SeqCst);
     assert!(read <= 3, "an idle pass read {read} checkpoint objects");
+}
+
+/// An object whose read takes longer than `claim-timeout-ms`: the batch's heartbeat stays fresh
+/// while it reads, so a second instance wanting the object finds it busy. Before, the heartbeat
+/// was refreshed only between objects: the second instance declared the batch abandoned and took
+/// its objects, the first one's work was lost, and an object slower than the timeout could be
+/// taken over again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_object_keeps_its_batch_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let open = |delay: Duration| {
+        let (dir, catalog) = (dir.path().to_owned(), catalog.clone());
+        async move {
+            let raw = parse(CONFIG, false).unwrap();
+            let mut config = FloeConfig::from_raw(raw, &dir).unwrap();
+            config.ingest.claim_timeout_ms = 300;
+            let mut p = Pipeline::builder(config)
+                .catalog(catalog)
+                .build()
+                .await
+                .unwrap();
+            let mut store =
+                Watched::new(floe_storage::LocalStore::new(dir.join("bucket"), "b").unwrap());
+            store.delay = delay;
+            p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
+            p
+        }
+    };
+    let slow = open(Duration::from_millis(700)).await;
+    let other = open(Duration::ZERO).await;
+    let (first, second) = tokio::join!(slow.run_once(false), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        other.run_once(false).await
+    });
+    let (first, second) = (first.unwrap(), second.unwrap());
+    let outcomes = |r: &crate::passes::RunReport| -> Vec<String> {
+        r.batches
+            .iter()
+            .flat_map(|b| b.outcomes.iter().map(|o| format!("{o:?}")))
+            .collect()
+    };
+    assert_eq!(
+        outcomes(&first)[..2],
+        ["Staged", "Staged"],
+        "the slow batch staged: {:?}",
+        outcomes(&first)
+    );
+    assert!(
+        outcomes(&second).iter().any(|o| o == "Busy"),
+        "{:?}",
+        outcomes(&second)
+    );
+    slow.run_once(true).await.unwrap();
+    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>());
 }

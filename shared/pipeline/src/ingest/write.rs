@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use floe_checkpoint::Version;
 use floe_core::{Error, ErrorKind, ObjectChange, Result};
@@ -98,25 +99,37 @@ impl Pipeline {
             let _enter = span.enter();
 
             let key = slot_key(c);
-            let read = match self
-                .slot_for(&mut slots, &run.batch, c, &store, change)
-                .await?
-            {
-                Err(e) => Err(Failed::new(e, "table could not be created", false)),
-                Ok(slot) => match route.mode {
-                    Mode::Metadata | Mode::Content => match content_of(&store, change, route).await
+            let reading = async {
+                Ok::<_, Error>(
+                    match self
+                        .slot_for(&mut slots, &run.batch, c, &store, change)
+                        .await?
                     {
-                        Ok(content) => {
-                            run.report.bytes_read += content.as_ref().map_or(0, |c| c.len() as u64);
-                            run.report.rows += 1;
-                            meta.entry(key).or_default().push((c.idx, content));
-                            Ok(1)
-                        }
-                        Err(e) => Err(Failed::new(e, "unreadable object", true)),
+                        Err(e) => Err(Failed::new(e, "table could not be created", false)),
+                        Ok(slot) => match route.mode {
+                            Mode::Metadata | Mode::Content => {
+                                match content_of(&store, change, route).await {
+                                    Ok(content) => {
+                                        run.report.bytes_read +=
+                                            content.as_ref().map_or(0, |c| c.len() as u64);
+                                        run.report.rows += 1;
+                                        meta.entry(key).or_default().push((c.idx, content));
+                                        Ok(1)
+                                    }
+                                    Err(e) => Err(Failed::new(e, "unreadable object", true)),
+                                }
+                            }
+                            Mode::Records => {
+                                self.read_into(run, slot, &store, change, route).await?
+                            }
+                        },
                     },
-                    Mode::Records => self.read_into(run, slot, &store, change, route).await?,
-                },
+                )
             };
+            let Some(read) = self.beating(reading, record, record_version).await? else {
+                return Ok(WriteResult::Abandoned);
+            };
+            let read = read?;
             let rows = match read {
                 Ok(rows) => rows,
                 Err(f) => {
@@ -145,6 +158,31 @@ impl Pipeline {
         }
         self.write_metadata(changes, &mut slots, meta).await?;
         Ok(WriteResult::Done(slots))
+    }
+
+    /// Await `work` (one object's read) while keeping the batch's heartbeat fresh: one object
+    /// can take longer than `claim-timeout-ms`, and a batch whose heartbeat went stale is taken
+    /// over by the next instance that wants its objects, so its work would be lost and the
+    /// object taken over again and again. `None` when the batch was abandoned meanwhile.
+    async fn beating<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+        record: &mut BatchRecord,
+        version: &mut Version,
+    ) -> Result<Option<T>> {
+        let every = Duration::from_millis((self.config.ingest.claim_timeout_ms / 8).max(1));
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut work => return Ok(Some(out)),
+                () = tokio::time::sleep(every) => {
+                    if !self.heartbeat(record, version).await? {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
     }
 
     /// The slot of a claimed change, its table created (and its writer opened) on first use;
