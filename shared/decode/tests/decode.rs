@@ -337,3 +337,60 @@ fn large_input_streams_in_bounded_batches() {
     total += d.take().batches.iter().map(|b| b.num_rows()).sum::<usize>();
     assert_eq!(total, 200_000);
 }
+
+/// The peak resident memory of this process (`VmHWM`), in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+#[test]
+fn a_gzip_bomb_of_one_endless_line_stays_bounded() {
+    // 512 MiB of one line (about 5 MiB compressed), then a good record: the line is set
+    // aside as too long, the record after it decodes, and memory stays far below the line.
+    const LINE: usize = 512 << 20;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let block = vec![b'a'; 1 << 20];
+    for _ in 0..LINE / block.len() {
+        gz.write_all(&block).unwrap();
+    }
+    gz.write_all(b"\n{\"id\": 7, \"name\": \"after\", \"score\": 1.5}\n")
+        .unwrap();
+    let bytes = gz.finish().unwrap();
+    assert!(bytes.len() < 8 << 20, "{}", bytes.len());
+
+    let before = peak_rss();
+    let mut d = stream_decoder(&Format::Ndjson, Compression::Gzip, target(), 1024).unwrap();
+    let (mut rows, mut bad) = (0, Vec::new());
+    for piece in bytes.chunks(64 * 1024) {
+        d.push(piece).unwrap();
+        let out = d.take();
+        rows += out.batches.iter().map(|b| b.num_rows()).sum::<usize>();
+        bad.extend(out.bad);
+    }
+    d.finish().unwrap();
+    let out = d.take();
+    rows += out.batches.iter().map(|b| b.num_rows()).sum::<usize>();
+    bad.extend(out.bad);
+
+    assert_eq!(rows, 1);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].reason.contains("longer than"), "{}", bad[0].reason);
+    assert!(
+        bad[0].raw.len() <= 64 << 10,
+        "the letter keeps a head of the line"
+    );
+    let grew = peak_rss().saturating_sub(before);
+    if before > 0 {
+        assert!(
+            grew < 300 << 20,
+            "decoding a {} MiB line raised the peak by {} MiB",
+            LINE >> 20,
+            grew >> 20
+        );
+    }
+}
