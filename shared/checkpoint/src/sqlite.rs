@@ -39,9 +39,16 @@ fn new_version() -> Version {
     Version(format!("{:016x}", uuid::Uuid::new_v4().as_u64_pair().0))
 }
 
-fn expiry(ttl: Option<Duration>) -> Option<i64> {
-    ttl.map(|t| now_ms() + i64::try_from(t.as_millis()).unwrap_or(i64::MAX / 2))
+/// A TTL in milliseconds, for [`NOW_MS`]` + ?` (NULL without one: the sum is NULL).
+fn ttl_ms(ttl: Option<Duration>) -> Option<i64> {
+    ttl.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX / 4))
 }
+
+/// The time in SQL, milliseconds since the epoch. Writes judge and set expiry with it: SQLite
+/// reads the clock when the statement runs, after any wait for another process's lock, so an
+/// entry written after a long wait still lives its whole TTL (a time bound before the wait
+/// could make a lease dead on arrival).
+const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
 impl SqliteStore {
     /// Open (creating if needed) the database at `path`.
@@ -100,20 +107,20 @@ async fn insert<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
     ttl: Option<Duration>,
 ) -> Result<Option<Version>> {
     let version = new_version();
-    let done = sqlx::query(
-        "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES (?, ?, ?, ?)
+    let sql = format!(
+        "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES (?, ?, ?, ? + {NOW_MS})
          ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
            expires_at = excluded.expires_at
-         WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= ?",
-    )
-    .bind(key)
-    .bind(value)
-    .bind(&version.0)
-    .bind(expiry(ttl))
-    .bind(now_ms())
-    .execute(ex)
-    .await
-    .map_err(|e| db_err("failed to insert", e))?;
+         WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= {NOW_MS}"
+    );
+    let done = sqlx::query(&sql)
+        .bind(key)
+        .bind(value)
+        .bind(&version.0)
+        .bind(ttl_ms(ttl))
+        .execute(ex)
+        .await
+        .map_err(|e| db_err("failed to insert", e))?;
     Ok((done.rows_affected() == 1).then_some(version))
 }
 
@@ -126,19 +133,19 @@ async fn update<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
     ttl: Option<Duration>,
 ) -> Result<Option<Version>> {
     let version = new_version();
-    let done = sqlx::query(
-        "UPDATE floe_checkpoint SET value = ?, version = ?, expires_at = ?
-         WHERE key = ? AND version = ? AND (expires_at IS NULL OR expires_at > ?)",
-    )
-    .bind(value)
-    .bind(&version.0)
-    .bind(expiry(ttl))
-    .bind(key)
-    .bind(&expected.0)
-    .bind(now_ms())
-    .execute(ex)
-    .await
-    .map_err(|e| db_err("failed to update", e))?;
+    let sql = format!(
+        "UPDATE floe_checkpoint SET value = ?, version = ?, expires_at = ? + {NOW_MS}
+         WHERE key = ? AND version = ? AND (expires_at IS NULL OR expires_at > {NOW_MS})"
+    );
+    let done = sqlx::query(&sql)
+        .bind(value)
+        .bind(&version.0)
+        .bind(ttl_ms(ttl))
+        .bind(key)
+        .bind(&expected.0)
+        .execute(ex)
+        .await
+        .map_err(|e| db_err("failed to update", e))?;
     Ok((done.rows_affected() == 1).then_some(version))
 }
 
