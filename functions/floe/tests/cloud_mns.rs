@@ -182,6 +182,13 @@ impl Bed {
         self.notify("data/d.ndjson", &d, d_size, self.mns.now_ms());
     }
 
+    /// Rewrite `floe.toml` with `edit` (given its current text).
+    fn edit_config(&self, edit: impl FnOnce(&str) -> String) {
+        let path = self.dir.join("floe.toml");
+        let config = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(path, edit(&config)).unwrap();
+    }
+
     async fn run(&self) -> Ran {
         self.run_with(&[]).await
     }
@@ -282,15 +289,12 @@ async fn committed_offset_starts_as_latest_then_resumes_and_refuses_another_mode
     assert_eq!(b.landed().await, keys(&[("data/d.ndjson", 1)]));
 
     // Switching a started source to another mode would change what it skips: refused.
-    let config = std::fs::read_to_string(dir(&b).join("floe.toml")).unwrap();
-    std::fs::write(
-        dir(&b).join("floe.toml"),
+    b.edit_config(|config| {
         config.replace(
             "polling-wait-time = \"0s\"",
             "polling-wait-time = \"0s\"\nscan.startup.mode = \"EARLIEST_OFFSET\"",
-        ),
-    )
-    .unwrap();
+        )
+    });
     let r = b.run().await.expect_code(2, "mode changed");
     assert!(r.stderr.contains("scan.startup.mode"), "{}", r.stderr);
 }
@@ -299,17 +303,14 @@ async fn committed_offset_starts_as_latest_then_resumes_and_refuses_another_mode
 async fn timestamp_skips_what_was_enqueued_before_the_timestamp() {
     let b = bed("", Duration::from_secs(30)).await;
     let t = b.t0 - 30 * MINUTE;
-    let config = std::fs::read_to_string(dir(&b).join("floe.toml")).unwrap();
-    std::fs::write(
-        dir(&b).join("floe.toml"),
-        config.replace(
-            "polling-wait-time = \"0s\"",
-            &format!(
-                "polling-wait-time = \"0s\"\nscan.startup.mode = \"TIMESTAMP\"\nscan.startup.timestamp-millis = {t}"
-            ),
+    b.edit_config(|config| {
+    config.replace(
+        "polling-wait-time = \"0s\"",
+        &format!(
+            "polling-wait-time = \"0s\"\nscan.startup.mode = \"TIMESTAMP\"\nscan.startup.timestamp-millis = {t}"
         ),
     )
-    .unwrap();
+    });
     b.before_first_run().await;
     let r = b.run().await.expect_code(0, "first run");
     assert!(
@@ -498,12 +499,7 @@ async fn watch_keeps_polling_and_commits_before_it_stops() {
         Duration::from_secs(30),
     )
     .await;
-    let config = std::fs::read_to_string(dir(&b).join("floe.toml")).unwrap();
-    std::fs::write(
-        dir(&b).join("floe.toml"),
-        format!("{config}\n[commit]\ninterval-ms = 1000\n"),
-    )
-    .unwrap();
+    b.edit_config(|config| format!("{config}\n[commit]\ninterval-ms = 1000\n"));
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
         .current_dir(dir(&b))
         .args(["run", "--config", "floe.toml", "--watch"])
@@ -557,12 +553,7 @@ async fn redeliveries_while_a_crashed_claim_lives_do_not_use_up_max_deliveries()
         Duration::from_secs(30),
     )
     .await;
-    let config = std::fs::read_to_string(dir(&b).join("floe.toml")).unwrap();
-    std::fs::write(
-        dir(&b).join("floe.toml"),
-        format!("{config}\n[ingest]\nclaim-timeout-ms = 10000\n"),
-    )
-    .unwrap();
+    b.edit_config(|config| format!("{config}\n[ingest]\nclaim-timeout-ms = 10000\n"));
     b.before_first_run().await;
     // An instance on another host claims the objects and stops: its claims look live until
     // claim-timeout-ms passes (no process of this host to find gone).

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -107,13 +108,15 @@ async fn insert<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
     ttl: Option<Duration>,
 ) -> Result<Option<Version>> {
     let version = new_version();
-    let sql = format!(
-        "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES (?, ?, ?, ? + {NOW_MS})
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
-           expires_at = excluded.expires_at
-         WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= {NOW_MS}"
-    );
-    let done = sqlx::query(&sql)
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES (?, ?, ?, ? + {NOW_MS})
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
+               expires_at = excluded.expires_at
+             WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= {NOW_MS}"
+        )
+    });
+    let done = sqlx::query(SQL.as_str())
         .bind(key)
         .bind(value)
         .bind(&version.0)
@@ -133,11 +136,13 @@ async fn update<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
     ttl: Option<Duration>,
 ) -> Result<Option<Version>> {
     let version = new_version();
-    let sql = format!(
-        "UPDATE floe_checkpoint SET value = ?, version = ?, expires_at = ? + {NOW_MS}
-         WHERE key = ? AND version = ? AND (expires_at IS NULL OR expires_at > {NOW_MS})"
-    );
-    let done = sqlx::query(&sql)
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE floe_checkpoint SET value = ?, version = ?, expires_at = ? + {NOW_MS}
+             WHERE key = ? AND version = ? AND (expires_at IS NULL OR expires_at > {NOW_MS})"
+        )
+    });
+    let done = sqlx::query(SQL.as_str())
         .bind(value)
         .bind(&version.0)
         .bind(ttl_ms(ttl))

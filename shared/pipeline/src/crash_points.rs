@@ -295,23 +295,12 @@ mod maxcompute {
     const ACCESS_ID: &str = "LTAI5tTestAccessKeyId01";
     const SECRET: &str = "test-secret";
 
+    /// The crash-point configuration with its route going to MaxCompute only.
     fn config(emu: &MaxComputeEmulator) -> String {
+        let iceberg_route = "[[routes]]\ntable = \"t.events\"\nsuffix = \".ndjson\"\n";
+        assert!(CONFIG.ends_with(iceberg_route));
         format!(
-            r#"
-[source]
-folder = "bucket"
-bucket = "b"
-
-[checkpoint]
-path = "checkpoint.db"
-
-[dead-letter]
-path = "dead-letter"
-
-[ingest]
-batch-objects = 2
-
-[maxcompute]
+            r#"{}[maxcompute]
 endpoint = "{}"
 tunnel_endpoint = "{}"
 project = "proj"
@@ -324,6 +313,7 @@ suffix = ".ndjson"
 targets = ["maxcompute"]
 schema = '{{"fields":[{{"name":"id","type":"long","required":true}},{{"name":"v","type":"string"}}]}}'
 "#,
+            CONFIG.strip_suffix(iceberg_route).unwrap_or(CONFIG),
             emu.endpoint(),
             emu.tunnel_endpoint()
         )

@@ -9,7 +9,7 @@ pub fn this_process() -> Owner {
         host: hostname(),
         pid: std::process::id(),
         run: uuid::Uuid::now_v7().to_string(),
-        pid_space: pid_space(),
+        pid_space: PID_SPACE.clone(),
     }
 }
 
@@ -20,7 +20,7 @@ pub fn this_process() -> Owner {
 /// owner without one (written elsewhere, or by an older floe) is never judged dead here, only
 /// by its lease or claim running out.
 pub fn is_dead_local_process(owner: &Owner) -> bool {
-    is_dead_in(owner, &hostname(), pid_space().as_deref(), &process_alive)
+    is_dead_in(owner, &hostname(), PID_SPACE.as_deref(), &process_alive)
 }
 
 fn is_dead_in(owner: &Owner, host: &str, space: Option<&str>, alive: &dyn Fn(u32) -> bool) -> bool {
@@ -29,7 +29,9 @@ fn is_dead_in(owner: &Owner, host: &str, space: Option<&str>, alive: &dyn Fn(u32
 }
 
 /// This process's pid namespace on this boot of this kernel (`<boot id>/pid:[inode]`), where
-/// Linux tells it: two processes with the same value see the same `/proc`.
+/// Linux tells it: two processes with the same value see the same `/proc`. Read once.
+static PID_SPACE: std::sync::LazyLock<Option<String>> = std::sync::LazyLock::new(pid_space);
+
 fn pid_space() -> Option<String> {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
     let ns = std::fs::read_link("/proc/self/ns/pid").ok()?;

@@ -262,18 +262,10 @@ async fn a_denied_read_is_retried_not_dead_lettered() {
 /// the ETag in uppercase, `seq` its sequencer).
 fn created(key: &str, etag: &str, seq: u32) -> floe_core::ObjectChange {
     floe_core::ObjectChange {
-        operation: floe_core::Operation::Created,
-        provider: floe_core::Provider::S3,
-        bucket: "landing".into(),
-        key: key.into(),
-        region: None,
-        size: None,
         etag: Some(etag.to_ascii_uppercase()),
-        version_id: None,
         sequencer: Some(format!("{seq:016X}")),
-        event_time: None,
         event_name: "ObjectCreated:Put".into(),
-        message_id: None,
+        ..floe_core::ObjectChange::created(floe_core::Provider::S3, "landing", key)
     }
 }
 

@@ -70,6 +70,8 @@ pub struct Pipeline {
     pub(crate) maxcompute: Option<Arc<crate::targets::maxcompute::MaxComputeTargets>>,
     /// The bucket or queue source (None for a local folder).
     pub(crate) cloud: Option<Arc<CloudSource>>,
+    /// When this process last asked whether the scheduled purge is due (see the committer).
+    pub(crate) purge_asked: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// Builds a [`Pipeline`]: every part from the configuration unless given.
@@ -148,6 +150,7 @@ impl PipelineBuilder {
             progress: self.progress,
             maxcompute,
             cloud,
+            purge_asked: Default::default(),
         })
     }
 }
@@ -205,6 +208,7 @@ impl Pipeline {
             config: &self.config,
             maxcompute: self.maxcompute.as_deref(),
             lease: Default::default(),
+            purge_asked: &self.purge_asked,
         }
     }
 

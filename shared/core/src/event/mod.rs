@@ -99,6 +99,25 @@ pub struct ObjectChange {
 }
 
 impl ObjectChange {
+    /// A creation of `key` in `bucket`, with nothing else known (no size, version, sequencer
+    /// or time): what a probe or a test needs; fill the rest with struct update syntax.
+    pub fn created(provider: Provider, bucket: impl Into<String>, key: impl Into<String>) -> Self {
+        ObjectChange {
+            operation: Operation::Created,
+            provider,
+            bucket: bucket.into(),
+            key: key.into(),
+            region: None,
+            size: None,
+            etag: None,
+            version_id: None,
+            sequencer: None,
+            event_time: None,
+            event_name: String::new(),
+            message_id: None,
+        }
+    }
+
     /// The object's URL: `oss://bucket/key`, `s3://bucket/key` or `file:///abs/path`.
     ///
     /// For a local folder, `bucket` holds the folder's absolute path in [`ObjectChange::url_root`]

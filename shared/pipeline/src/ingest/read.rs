@@ -79,6 +79,24 @@ pub async fn get_change(store: &Arc<dyn ObjectStore>, change: &ObjectChange) -> 
     Ok(got)
 }
 
+/// [`get_change`], and the object's format and compression (from its name, its headers or
+/// the route).
+async fn open_object(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    route: &RouteConfig,
+) -> Result<(GetResult, Format, Compression)> {
+    let got = get_change(store, change).await?;
+    let (format, compression) = object_format(
+        change,
+        route,
+        got.meta.content_type.as_deref(),
+        got.meta.content_encoding.as_deref(),
+    )
+    .map_err(unreadable)?;
+    Ok((got, format, compression))
+}
+
 /// What reading an object produced (rows go straight to the writer).
 #[derive(Debug, Default)]
 pub struct ObjectStats {
@@ -125,16 +143,9 @@ pub async fn read_records(
     let url = store.url(&change.key);
     let read = async {
         let mut stats = ObjectStats::default();
-        let got = get_change(store, change)
+        let (got, format, compression) = open_object(store, change, route)
             .await
             .map_err(|e| e.while_doing(format!("failed to read {url}")))?;
-        let (format, compression) = object_format(
-            change,
-            route,
-            got.meta.content_type.as_deref(),
-            got.meta.content_encoding.as_deref(),
-        )
-        .map_err(unreadable)?;
         let schema = writer.arrow_schema().clone();
         if format == Format::Parquet {
             let file = parquet_file(store, &change.key, got).await?;
@@ -299,14 +310,7 @@ pub async fn infer_object_schema(
     change: &ObjectChange,
     route: &RouteConfig,
 ) -> Result<TableSchema> {
-    let got = get_change(store, change).await?;
-    let (format, compression) = object_format(
-        change,
-        route,
-        got.meta.content_type.as_deref(),
-        got.meta.content_encoding.as_deref(),
-    )
-    .map_err(unreadable)?;
+    let (got, format, compression) = open_object(store, change, route).await?;
     if format == Format::Parquet {
         let file = parquet_file(store, &change.key, got).await?;
         let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)

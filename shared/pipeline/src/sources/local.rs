@@ -37,20 +37,7 @@ impl Pipeline {
                 "scanning needs a local folder source",
             ));
         };
-        let probe = ObjectChange {
-            operation: Operation::Created,
-            provider: Provider::Local,
-            bucket: bucket.clone(),
-            key: String::new(),
-            region: None,
-            size: None,
-            etag: None,
-            version_id: None,
-            sequencer: None,
-            event_time: None,
-            event_name: String::new(),
-            message_id: None,
-        };
+        let probe = ObjectChange::created(Provider::Local, bucket.clone(), "");
         let store = self.stores.store(&probe)?;
         let mut known: HashMap<String, ObjRecord> = self
             .checkpoint

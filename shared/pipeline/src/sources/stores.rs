@@ -158,20 +158,7 @@ mod tests {
     use super::*;
 
     fn change(provider: Provider, bucket: &str) -> ObjectChange {
-        ObjectChange {
-            operation: floe_core::Operation::Created,
-            provider,
-            bucket: bucket.into(),
-            key: "k".into(),
-            region: None,
-            size: None,
-            etag: None,
-            version_id: None,
-            sequencer: None,
-            event_time: None,
-            event_name: String::new(),
-            message_id: None,
-        }
+        ObjectChange::created(provider, bucket, "k")
     }
 
     #[tokio::test]

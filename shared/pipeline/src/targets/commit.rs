@@ -97,6 +97,8 @@ pub struct Committer<'a> {
     pub(crate) maxcompute: Option<&'a MaxComputeTargets>,
     /// The lease held while a target is committed (see [`Committer::renew_lease`]).
     pub(crate) lease: std::sync::Mutex<Option<HeldLease>>,
+    /// When this process last asked whether the scheduled purge is due.
+    pub(crate) purge_asked: &'a std::sync::Mutex<Option<Instant>>,
 }
 
 impl Committer<'_> {
@@ -127,11 +129,20 @@ impl Committer<'_> {
     }
 
     /// At most once per [`PURGE_EVERY`] across every committer of the checkpoint table (the
-    /// first to write the marker does it): remove the dead entries under the prefixes whose
+    /// first to write the marker does it; each process asks at most every quarter of it): remove the dead entries under the prefixes whose
     /// keys are ids (done batches, and what passes did not meet). Object records (`obj/`) are
     /// left to expire in place: a claim may revive a dead one at any moment (see
     /// [`CheckpointStore::scan_and_purge`]). Returns how many went.
     async fn purge_if_due(&self) -> u64 {
+        {
+            // Ask the checkpoint table (a conditional write) at most a few times an hour per
+            // process, not at every pass.
+            let mut asked = self.purge_asked.lock().unwrap_or_else(|e| e.into_inner());
+            if asked.is_some_and(|t| t.elapsed() < PURGE_EVERY / 4) {
+                return 0;
+            }
+            *asked = Some(Instant::now());
+        }
         match (self.checkpoint)
             .insert_json(PURGE_MARKER, &now_ms(), Some(PURGE_EVERY))
             .await
