@@ -14,7 +14,11 @@
 //! because an earlier attempt of this same commit landed (its answer timed out, or a second
 //! committer finished the same commit record), that lands the files twice. So the transaction
 //! commits through [`OneAttempt`], which makes every catalog error final for iceberg's loop and
-//! hands it back to floe's, which searches the history before trying again.
+//! hands it back to floe's, which searches the history before trying again. The transaction
+//! also reloads the table before it commits and would re-apply the append on whatever it finds:
+//! [`OneAttempt`] answers that load with the table whose history was searched, so the attempt
+//! asserts the snapshot floe checked, and an attempt that landed in between makes the catalog
+//! refuse this one (409) instead of stacking a second copy on top of it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -199,7 +203,7 @@ pub async fn append_with_hook(
             )
             .apply(tx)
             .map_err(from_iceberg)?;
-        let result = tx.commit(&OneAttempt(catalog)).await;
+        let result = tx.commit(&OneAttempt(catalog, &table)).await;
         let lost = after_attempt(result.is_ok());
         let err = match result {
             Ok(_) if lost => Error::new(ErrorKind::StateUnknown, "the commit's answer was lost"),
@@ -227,8 +231,9 @@ pub async fn append_with_hook(
     }
 }
 
-/// A catalog whose table commits iceberg's transaction never retries (see the module doc).
-struct OneAttempt<'a>(&'a dyn Catalog);
+/// A catalog whose table commits iceberg's transaction never retries, and whose table loads
+/// answer the table floe searched for its commit id (see the module doc).
+struct OneAttempt<'a>(&'a dyn Catalog, &'a Table);
 
 impl std::fmt::Debug for OneAttempt<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -236,12 +241,25 @@ impl std::fmt::Debug for OneAttempt<'_> {
     }
 }
 
-crate::wrap_catalog!(OneAttempt<'_>, 0, |self, commit| {
-    self.0
-        .update_table(commit)
-        .await
-        .map_err(|e| e.with_retryable(false))
-});
+crate::wrap_catalog!(
+    OneAttempt<'_>,
+    0,
+    load | self,
+    ident | {
+        if ident == self.1.identifier() {
+            Ok(self.1.clone())
+        } else {
+            self.0.load_table(ident).await
+        }
+    },
+    update | self,
+    commit | {
+        self.0
+            .update_table(commit)
+            .await
+            .map_err(|e| e.with_retryable(false))
+    }
+);
 
 /// Commit retries: 200 ms doubling to 10 s, each wait jittered within its upper half
 /// (100–200 ms, then 200–400 ms, …), until the request's deadline.

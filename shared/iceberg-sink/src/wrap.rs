@@ -14,9 +14,17 @@
 /// ```
 ///
 /// The crate using it depends on `iceberg` and `async-trait`.
+///
+/// A second form also gives `load_table`'s body (a wrapper that must answer loads itself):
+/// `wrap_catalog!(Ty, 0, load |self, ident| { .. }, update |self, commit| { .. })`.
 #[macro_export]
 macro_rules! wrap_catalog {
     ($ty:ty, $inner:tt, |$s:ident, $commit:ident| $update:block) => {
+        $crate::wrap_catalog!($ty, $inner, load |$s, ident| { $s.$inner.load_table(ident).await },
+            update |$s, $commit| $update);
+    };
+    ($ty:ty, $inner:tt, load |$s:ident, $ident:ident| $load:block,
+        update |$s2:ident, $commit:ident| $update:block) => {
         #[::async_trait::async_trait]
         impl ::iceberg::Catalog for $ty {
             async fn list_namespaces(
@@ -66,10 +74,8 @@ macro_rules! wrap_catalog {
             }
             async fn load_table(
                 &$s,
-                t: &::iceberg::TableIdent,
-            ) -> ::iceberg::Result<::iceberg::table::Table> {
-                $s.$inner.load_table(t).await
-            }
+                $ident: &::iceberg::TableIdent,
+            ) -> ::iceberg::Result<::iceberg::table::Table> $load
             async fn drop_table(&$s, t: &::iceberg::TableIdent) -> ::iceberg::Result<()> {
                 $s.$inner.drop_table(t).await
             }
@@ -94,7 +100,7 @@ macro_rules! wrap_catalog {
                 $s.$inner.register_table(t, location).await
             }
             async fn update_table(
-                &$s,
+                &$s2,
                 $commit: ::iceberg::TableCommit,
             ) -> ::iceberg::Result<::iceberg::table::Table> $update
         }

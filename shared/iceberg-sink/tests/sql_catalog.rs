@@ -252,6 +252,59 @@ async fn two_attempts_of_one_commit_racing_land_it_once() {
     );
 }
 
+/// Another attempt of the same commit lands between floe's history check and its own attempt.
+/// iceberg's transaction reloads the table when it commits and would re-apply the append on
+/// top of the other attempt's snapshot: the attempt must be made on the table that was checked,
+/// so the catalog refuses it and the next history check finds the commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_landed_between_the_check_and_the_attempt_is_not_applied_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, catalog) = sql_catalog(dir.path()).await;
+    let ident = parse_ident("demo.between").unwrap();
+    let definition = TableDefinition {
+        schema: schema(),
+        partition_by: vec![],
+        properties: HashMap::new(),
+    };
+    let table = ensure_table(catalog.as_ref(), &ident, &definition)
+        .await
+        .unwrap();
+    let mut writer = TableWriter::new(&table, &WriterOptions::default())
+        .await
+        .unwrap();
+    let schema = writer.arrow_schema().clone();
+    writer
+        .write(batch(&schema, &[1, 2, 3], 20_100))
+        .await
+        .unwrap();
+    let req = AppendRequest {
+        table: ident.clone(),
+        files: writer.close().await.unwrap(),
+        commit_id: "commit-between".into(),
+        summary: HashMap::new(),
+        deadline: Instant::now() + Duration::from_secs(30),
+    };
+    let racing = common::LandsAfterCheck::new(catalog.clone(), req.clone());
+    let outcome = floe_iceberg::append_exactly_once(&racing, &req)
+        .await
+        .unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    let carrying = table
+        .metadata()
+        .snapshots()
+        .filter(|s| {
+            s.summary().additional_properties.get("floe.commit-id")
+                == Some(&"commit-between".to_owned())
+        })
+        .count();
+    assert_eq!(carrying, 1, "one snapshot per commit id: {outcome:?}");
+    assert_eq!(common::total_records(&table), 3, "{outcome:?}");
+    assert!(
+        matches!(outcome, AppendOutcome::AlreadyCommitted { .. }),
+        "{outcome:?}"
+    );
+}
+
 /// A commit whose snapshot was expired (S3 Tables and OSS Tables expire snapshots on their own)
 /// must still be found: a pending commit record recovered after the expiry would otherwise be
 /// appended a second time.

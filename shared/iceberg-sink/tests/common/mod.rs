@@ -161,3 +161,40 @@ floe_iceberg::wrap_catalog!(RacingCatalog, inner, |self, commit| {
     }
     result
 });
+
+/// A catalog on which another attempt of the same commit lands right after the first table
+/// load (floe's history check), before the attempt that loaded it commits: an attempt that
+/// timed out while it was still landing, or a committer whose lease ran out, finishing in that
+/// window.
+#[derive(Debug)]
+pub struct LandsAfterCheck {
+    inner: Arc<dyn Catalog>,
+    other: std::sync::Mutex<Option<floe_iceberg::AppendRequest>>,
+}
+
+impl LandsAfterCheck {
+    pub fn new(inner: Arc<dyn Catalog>, other: floe_iceberg::AppendRequest) -> Self {
+        Self {
+            inner,
+            other: std::sync::Mutex::new(Some(other)),
+        }
+    }
+}
+
+floe_iceberg::wrap_catalog!(
+    LandsAfterCheck,
+    inner,
+    load | self,
+    ident | {
+        let table = self.inner.load_table(ident).await?;
+        let other = self.other.lock().unwrap().take();
+        if let Some(other) = other {
+            floe_iceberg::append_exactly_once(self.inner.as_ref(), &other)
+                .await
+                .expect("the other attempt lands");
+        }
+        Ok(table)
+    },
+    update | self,
+    commit | { self.inner.update_table(commit).await }
+);
