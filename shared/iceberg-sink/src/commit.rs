@@ -20,7 +20,7 @@
 //! asserts the snapshot floe checked, and an attempt that landed in between makes the catalog
 //! refuse this one (409) instead of stacking a second copy on top of it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use floe_core::retry::{Jitter, Retry, RetryPolicy};
@@ -127,6 +127,69 @@ fn find_snapshot(table: &Table, commit_id: &str) -> Option<i64> {
     None
 }
 
+/// The batches among `wanted` that a snapshot of `table`'s current lineage already took (named
+/// in its [`CHECKPOINT_PROP`] summary), whatever its commit id.
+fn batches_in(table: &Table, wanted: &BTreeSet<&str>) -> BTreeSet<String> {
+    let metadata = table.metadata();
+    let mut taken = BTreeSet::new();
+    let mut next = metadata.current_snapshot().map(|s| s.snapshot_id());
+    let mut seen = 0usize;
+    while let Some(id) = next {
+        let Some(snapshot) = metadata.snapshot_by_id(id) else {
+            break;
+        };
+        let summary = snapshot
+            .summary()
+            .additional_properties
+            .get(CHECKPOINT_PROP);
+        if let Some(text) = summary
+            && wanted.iter().any(|b| text.contains(b))
+            && let Ok(checkpoint) = serde_json::from_str::<serde_json::Value>(text)
+        {
+            let named = checkpoint["batches"].as_array().into_iter().flatten();
+            taken.extend(
+                named
+                    .filter_map(|b| b.as_str())
+                    .filter(|b| wanted.contains(b))
+                    .map(str::to_owned),
+            );
+        }
+        next = snapshot.parent_snapshot_id();
+        seen += 1;
+        if seen > 100_000 {
+            break;
+        }
+    }
+    taken
+}
+
+/// `req`'s files and summary without the files of batches already in the table (the summary's
+/// [`CHECKPOINT_PROP`] then names only the batches this snapshot takes).
+fn without_taken(table: &Table, req: &AppendRequest) -> (Vec<DataFile>, HashMap<String, String>) {
+    let mut summary = req.summary.clone();
+    if req.file_batches.is_empty() {
+        return (req.files.clone(), summary);
+    }
+    let wanted: BTreeSet<&str> = req.file_batches.iter().map(String::as_str).collect();
+    let taken = batches_in(table, &wanted);
+    if taken.is_empty() {
+        return (req.files.clone(), summary);
+    }
+    tracing::warn!(table = %req.table, commit_id = %req.commit_id, batches = ?taken, "batches already appended by another commit; left out");
+    let files: Vec<DataFile> = (req.files.iter().zip(&req.file_batches))
+        .filter(|(_, b)| !taken.contains(*b))
+        .map(|(f, _)| f.clone())
+        .collect();
+    let left: BTreeSet<&str> = wanted.into_iter().filter(|b| !taken.contains(*b)).collect();
+    if let Some(text) = summary.get_mut(CHECKPOINT_PROP)
+        && let Ok(mut checkpoint) = serde_json::from_str::<serde_json::Value>(text)
+    {
+        checkpoint["batches"] = serde_json::json!(left);
+        *text = checkpoint.to_string();
+    }
+    (files, summary)
+}
+
 /// What to append.
 #[derive(Clone, Debug)]
 pub struct AppendRequest {
@@ -140,6 +203,11 @@ pub struct AppendRequest {
     pub summary: HashMap<String, String>,
     /// Give up retrying after this instant.
     pub deadline: Instant,
+    /// The batch each of `files` was staged by (empty: no batch check). A batch already taken
+    /// by a snapshot of the table (under another commit id: a commit record written by a
+    /// committer whose lease had run out, recovered beside the one that holds it) is left out,
+    /// decided on the very table the attempt asserts, so it can never be appended twice.
+    pub file_batches: Vec<String>,
 }
 
 /// Hook called after each attempt that reached the catalog with whether it succeeded; returning
@@ -185,7 +253,10 @@ pub async fn append_with_hook(
                 snapshot_id: found.snapshot_id,
             });
         }
-        let mut summary = req.summary.clone();
+        let (files, mut summary) = without_taken(&table, req);
+        if files.is_empty() {
+            return Ok(AppendOutcome::AlreadyCommitted { snapshot_id: None });
+        }
         summary.insert(COMMIT_ID_PROP.into(), req.commit_id.clone());
         let tx = Transaction::new(&table);
         let action = tx
@@ -194,7 +265,7 @@ pub async fn append_with_hook(
             // would read every manifest of the table on every commit.
             .with_check_duplicate(false)
             .set_snapshot_properties(summary)
-            .add_data_files(req.files.clone());
+            .add_data_files(files);
         let tx = action.apply(tx).map_err(from_iceberg)?;
         let tx = (tx.update_table_properties())
             .set(

@@ -120,6 +120,7 @@ async fn write_stage_commit_once_and_read_back_with_pyiceberg() {
             "{\"batches\":[\"batch-1\"]}".to_owned(),
         )]),
         deadline: Instant::now() + Duration::from_secs(30),
+        file_batches: Vec::new(),
     };
     // The catalog applies the commit but its answer is "lost": the retry must find the commit in
     // the table history and not append the files again.
@@ -223,6 +224,7 @@ async fn two_attempts_of_one_commit_racing_land_it_once() {
         commit_id: "commit-race".into(),
         summary: HashMap::new(),
         deadline: Instant::now() + Duration::from_secs(30),
+        file_batches: Vec::new(),
     };
     let (a, b, conflicts) = common::RacingCatalog::pair(catalog.clone(), catalog.clone());
     let (ra, rb) = tokio::join!(
@@ -283,6 +285,7 @@ async fn a_commit_landed_between_the_check_and_the_attempt_is_not_applied_again(
         commit_id: "commit-between".into(),
         summary: HashMap::new(),
         deadline: Instant::now() + Duration::from_secs(30),
+        file_batches: Vec::new(),
     };
     let racing = common::LandsAfterCheck::new(catalog.clone(), req.clone());
     let outcome = floe_iceberg::append_exactly_once(&racing, &req)
@@ -336,6 +339,7 @@ async fn a_commit_whose_snapshot_expired_is_still_found() {
                 commit_id: commit_id.into(),
                 summary: HashMap::new(),
                 deadline: Instant::now() + Duration::from_secs(30),
+                file_batches: Vec::new(),
             };
             floe_iceberg::append_exactly_once(catalog.as_ref(), &req)
                 .await

@@ -409,3 +409,149 @@ schema = '{{"fields":[{{"name":"id","type":"long","required":true}},{{"name":"v"
         after_commit => "commit.mc.after-commit", expired: false,
     }
 }
+
+/// A checkpoint table whose next compare-and-set of an object record lands but loses its
+/// answer (a timeout after the write was applied), passing everything else through.
+#[derive(Debug)]
+struct LosesClaimAnswer {
+    inner: Arc<dyn floe_checkpoint::CheckpointStore>,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl floe_checkpoint::CheckpointStore for LosesClaimAnswer {
+    async fn get(&self, key: &str) -> floe_core::Result<Option<floe_checkpoint::Entry>> {
+        self.inner.get(key).await
+    }
+    async fn put_if_absent(
+        &self,
+        key: &str,
+        value: &[u8],
+        ttl: Option<Duration>,
+    ) -> floe_core::Result<Option<floe_checkpoint::Version>> {
+        self.inner.put_if_absent(key, value, ttl).await
+    }
+    async fn put_if_version(
+        &self,
+        key: &str,
+        value: &[u8],
+        expected: &floe_checkpoint::Version,
+        ttl: Option<Duration>,
+    ) -> floe_core::Result<Option<floe_checkpoint::Version>> {
+        let written = self.inner.put_if_version(key, value, expected, ttl).await?;
+        if key.starts_with("obj/") && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return Err(floe_core::Error::new(
+                floe_core::ErrorKind::StateUnknown,
+                format!("PUT {key}: timed out (the write landed)"),
+            )
+            .with_retryable(true));
+        }
+        Ok(written)
+    }
+    async fn delete_if_version(
+        &self,
+        key: &str,
+        expected: &floe_checkpoint::Version,
+    ) -> floe_core::Result<bool> {
+        self.inner.delete_if_version(key, expected).await
+    }
+    async fn scan(&self, prefix: &str) -> floe_core::Result<Vec<floe_checkpoint::Entry>> {
+        self.inner.scan(prefix).await
+    }
+    async fn purge_expired(&self, prefix: &str) -> floe_core::Result<u64> {
+        self.inner.purge_expired(prefix).await
+    }
+}
+
+/// An instance crashed after claiming; the next one takes its objects over, and the write of
+/// one takeover claim lands but its answer is lost. Before, the batch went on without that
+/// object and staged: the object's record named a staged batch that never held its rows, so
+/// every later delivery took it for landed and its rows were lost (found by the protocol
+/// simulation, seed 98). Now the batch ends there, and a later one lands the object.
+#[tokio::test]
+async fn a_takeover_claim_whose_answer_was_lost_does_not_lose_the_object() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    {
+        let crashed = pipeline(dir.path(), &catalog, Faults::halt_at("ingest.after-claim")).await;
+        tokio::select! {
+            r = crashed.run_once(true) => panic!("the pass ended before the point: {r:?}"),
+            () = crashed.faults().halted() => {}
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(TIMEOUT_MS + 10)).await;
+    let sqlite = floe_checkpoint::SqliteStore::open(&dir.path().join("checkpoint.db"))
+        .await
+        .unwrap();
+    let losing = Arc::new(LosesClaimAnswer {
+        inner: Arc::new(sqlite),
+        armed: std::sync::atomic::AtomicBool::new(true),
+    });
+    let raw = parse(CONFIG, false).unwrap();
+    let mut config = FloeConfig::from_raw(raw, dir.path()).unwrap();
+    config.ingest.claim_timeout_ms = TIMEOUT_MS;
+    config.commit.lease_ms = LEASE_MS;
+    let p = Pipeline::builder(config)
+        .catalog(catalog.clone())
+        .checkpoint(losing.clone())
+        .build()
+        .await
+        .unwrap();
+    let _ = p.run_once(true).await;
+    assert!(
+        !losing.armed.load(std::sync::atomic::Ordering::SeqCst),
+        "a takeover claim was written"
+    );
+    tokio::time::sleep(Duration::from_millis(TIMEOUT_MS + 10)).await;
+    p.run_once(true).await.unwrap();
+    assert_eq!(ids(&catalog).await, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+}
+
+/// A committer landed its commit and stopped before marking the batches; a second commit
+/// record naming the same batches is also pending (written by a committer whose lease had run
+/// out while it planned: it stops at its next renewal, but its record stays). The next
+/// committer finishes the records in key order, the stray one first: before, that appended the
+/// batches a second time (found by the protocol simulation, seed 643). Now the append leaves
+/// out batches a snapshot of the table already took, whatever its commit id.
+#[tokio::test]
+async fn a_stray_commit_record_does_not_append_batches_another_commit_landed() {
+    use crate::protocol::records::{BatchRecord, commit_prefix};
+    use floe_checkpoint::StoreExt;
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let stager = pipeline(dir.path(), &catalog, Faults::default()).await;
+    let staged = stager.run_once(false).await.unwrap();
+    assert!(staged.commits.commits.is_empty(), "{:?}", staged.commits);
+    let batches = stager
+        .checkpoint()
+        .scan_json::<BatchRecord>("batch/")
+        .await
+        .unwrap();
+    let target = batches[0].1.targets.keys().next().unwrap().clone();
+    let ids: Vec<String> = batches.iter().map(|(_, b, _)| b.id.clone()).collect();
+    {
+        let crashed = pipeline(dir.path(), &catalog, Faults::halt_at("commit.after-append")).await;
+        tokio::select! {
+            r = crashed.run_once(true) => panic!("the pass ended before the point: {r:?}"),
+            () = crashed.faults().halted() => {}
+        }
+    }
+    let stray = "00000000-0000-7000-8000-000000000000";
+    let record = crate::protocol::commit::begin(stray, &target, ids, floe_checkpoint::now_ms());
+    let key = format!("{}{stray}", commit_prefix(&target));
+    (stager.checkpoint().insert_json(&key, &record, None))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(LEASE_MS + 10)).await;
+    let p = pipeline(dir.path(), &catalog, Faults::default()).await;
+    let run = p.run_once(true).await.unwrap();
+    assert!(run.failures().is_empty(), "{:?}", run.failures());
+    assert_eq!(
+        crate::crash_points::ids(&catalog).await,
+        [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    );
+    assert!(p.staged_summary().await.unwrap().is_empty());
+}

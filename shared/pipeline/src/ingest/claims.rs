@@ -116,7 +116,11 @@ impl Pipeline {
                     maxcompute: r.maxcompute.clone(),
                 }),
                 Ok(Err(outcome)) => run.outcomes[*i] = Some(outcome),
-                Err(e) => run.outcomes[*i] = Some(Outcome::Failed(e)),
+                // A claim write whose answer was lost may have landed: the object's record
+                // would name this batch while the batch went on without it, and staging would
+                // make it look landed. End the batch; its claims are taken over once it is
+                // judged gone.
+                Err(e) => return Err(e),
             }
         }
         claimed.sort_by_key(|c| c.idx);

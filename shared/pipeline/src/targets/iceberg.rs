@@ -68,18 +68,22 @@ impl Target for IcebergTarget {
         let table = self.load(cx).await?;
         let rec = &*pending.record;
         let mut data_files = Vec::with_capacity(pending.files);
+        let mut file_batches = Vec::with_capacity(pending.files);
         for (b, _) in pending.batches {
             for f in &b.targets[&rec.target].files {
                 data_files.push(f.to_data_file(&table)?);
+                file_batches.push(b.id.clone());
             }
         }
-        let checkpoint = serde_json::json!({"batches": rec.batches, "rows": pending.rows});
+        let batches: Vec<&str> = pending.batches.iter().map(|(b, _)| b.id.as_str()).collect();
+        let checkpoint = serde_json::json!({"batches": batches, "rows": pending.rows});
         let req = AppendRequest {
             table: parse_ident(&self.table)?,
             files: data_files,
             commit_id: rec.id.clone(),
             summary: HashMap::from([(CHECKPOINT_PROP.to_owned(), checkpoint.to_string())]),
             deadline: Instant::now() + Duration::from_millis(cx.config.commit.timeout_ms),
+            file_batches,
         };
         let snapshot_id = match append_exactly_once(cx.catalog.as_ref(), &req).await? {
             AppendOutcome::Committed { snapshot_id } => Some(snapshot_id),
