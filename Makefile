@@ -20,11 +20,13 @@ BIN_DIR = $(CARGO_TARGET_DIR)/$(if $(PACKAGE_TARGET),$(PACKAGE_TARGET)/,)release
 # Which ingest function deploy-fc deploys: ingest (OSS trigger) or ingest-mns (MNS topic trigger).
 FC_INGEST ?= ingest
 
-.PHONY: demo test test-deps lint lint-templates build package package-fc package-lambda deploy-aws deploy-fc bench bench-functions clean-demo help
+.PHONY: demo test soak simulate test-deps lint lint-templates build package package-fc package-lambda deploy-aws deploy-fc bench bench-functions clean-demo help
 
 help:
 	@echo "make demo       build floe and run the demo (local folder -> local Iceberg warehouse in ./demo)"
 	@echo "make test       install test dependencies, then run every check and test"
+	@echo "make simulate   the deterministic protocol simulation (SEEDS=100000 FROM=0; a failing seed replays by number)"
+	@echo "make soak       many floe instances killed at random on the stand-ins (KILLS=1000 PROCESSES=4; default 30 kills)"
 	@echo "make bench      run the benchmarks against the pyiceberg / pyodps baselines, and function start-up (not part of test)"
 	@echo "make build      release binaries (the floe command and the four functions)"
 	@echo "make package    one bootstrap.zip per function in $(DIST)/<function>/ (PACKAGE_TARGET=<triple> to cross-build)"
@@ -62,6 +64,22 @@ lint-templates: $(FLOE_VENV)/.installed
 
 test: test-deps lint
 	cargo test --workspace
+
+# The protocol simulation (shared/simulate): SEEDS seeds from FROM; CI runs a fixed block of them
+# in `make test`. A failing seed replays with `floe-simulate --seed N --trace`.
+SEEDS ?= 100000
+FROM ?= 0
+simulate:
+	cargo run -p floe-simulate -- --seeds $(SEEDS) --from $(FROM)
+
+# The multi-process soak (functions/floe/tests/soak.rs): PROCESSES `floe run --watch` instances and
+# a floe-commit FC instance on one object-store checkpoint and lakana catalog, KILLS SIGKILLs at
+# random moments, then every object version checked with pyiceberg. `make soak KILLS=1000`.
+KILLS ?= 30
+PROCESSES ?= 4
+soak: test-deps
+	cargo build --workspace --bins
+	FLOE_SOAK_KILLS=$(KILLS) FLOE_SOAK_PROCESSES=$(PROCESSES) cargo test -p floe --test soak -- --nocapture
 
 build:
 	cargo build --release --workspace --bins $(if $(PACKAGE_TARGET),--target $(PACKAGE_TARGET),)

@@ -1,0 +1,317 @@
+//! A deterministic simulation of floe's exactly-once protocol.
+//!
+//! Several ingest instances, several committers and a writer run as futures under one seeded
+//! scheduler ([`exec`]): between any two calls to a service the scheduler may run another
+//! actor, move the simulated clock, crash the actor (its future is dropped; it restarts later
+//! as a new process), or stall it past its claim timeout or its lease. Every call may fail
+//! before it applies or lose its answer after; table commits also meet other writers (409),
+//! and table maintenance expires snapshots. The writer overwrites objects while they are being
+//! landed, and its events may arrive twice or late.
+//!
+//! The actors ([`ingest`], [`commit`]) make the calls the real drivers make, in their order,
+//! and take every decision from the kernel, `floe_pipeline::protocol` (claims, batch states,
+//! the holder and lease rules, the commit plan, marking, the ack verdict); the services
+//! ([`world`]) keep the real contracts: compare-and-set on versions that never repeat, TTLs on
+//! the clock, receipts that go stale at redelivery, a table commit that asserts the snapshot
+//! it was built on.
+//!
+//! After the faults stop and everything drains, [`check`] holds the invariant: every version
+//! of every object is in its table once or not at all, the latest version of every object
+//! exactly once, nothing dead-lettered, nothing left staged or half committed. A run is a
+//! function of its seed: a failing seed replays with `floe-simulate --seed N --trace`.
+
+pub mod check;
+pub mod commit;
+pub mod exec;
+pub mod ingest;
+pub mod rng;
+pub mod world;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use floe_core::{ObjectChange, Provider};
+use floe_pipeline::protocol::records::Owner;
+
+use exec::{Shared, Task, poll_once, step};
+use world::{Message, ObjectVersion, Stats, World};
+
+/// The tables (a key's first path segment names its table).
+pub const TABLES: [&str; 2] = ["a", "b"];
+
+/// The shape of a run and how often things go wrong.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub instances: usize,
+    pub committers: usize,
+    /// Objects put (new keys and overwrites).
+    pub puts: u64,
+    /// Distinct keys they go to (fewer keys, more overwrites).
+    pub keys: u64,
+    pub claim_timeout_ms: u64,
+    pub lease_ms: u64,
+    pub visibility_ms: i64,
+    pub dedupe_ttl_ms: i64,
+    pub max_deliveries: u32,
+    pub commit_interval_ms: u64,
+    pub max_files: u64,
+    /// Per call: refused before applying; applied with the answer lost.
+    pub fail: f64,
+    pub lost: f64,
+    /// Per table commit attempt: another writer committed first.
+    pub foreign: f64,
+    /// Per step: an actor crashes; an actor stalls; snapshots are expired.
+    pub crash: f64,
+    pub stall: f64,
+    pub expire: f64,
+    /// Re-apply an append on the table as it is at commit time instead of the table checked
+    /// (what iceberg's transaction did before floe answered its reload): a known bug, to show
+    /// the simulation finds it.
+    pub rebase: bool,
+    /// Append a commit's batches even when a snapshot of another commit took them (what floe
+    /// did before its batch check): a known bug, to show the simulation finds it.
+    pub no_batch_check: bool,
+    /// Steps before giving up on draining.
+    pub max_steps: u64,
+    /// Print every call and decision (to replay a failing seed).
+    pub trace: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            instances: 3,
+            committers: 2,
+            puts: 16,
+            keys: 5,
+            claim_timeout_ms: 2_000,
+            lease_ms: 1_000,
+            visibility_ms: 3_000,
+            dedupe_ttl_ms: 3_600_000,
+            max_deliveries: 10,
+            commit_interval_ms: 300,
+            max_files: 6,
+            fail: 0.02,
+            lost: 0.02,
+            foreign: 0.05,
+            crash: 0.004,
+            stall: 0.004,
+            expire: 0.002,
+            rebase: false,
+            no_batch_check: false,
+            max_steps: 400_000,
+            trace: false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Ingest,
+    Commit,
+    Writer,
+}
+
+struct Actor {
+    kind: Kind,
+    host: String,
+    pid: u32,
+    task: Option<Task>,
+    /// Not scheduled before this time (a stall, or a crashed process not yet restarted).
+    asleep_until: i64,
+}
+
+/// Run one seed: the stats, or what broke the invariant.
+pub fn run(seed: u64, opts: &Options) -> Result<Stats, String> {
+    let w: Shared = Rc::new(RefCell::new(World::new(opts.clone(), seed)));
+    let mut actors = Vec::new();
+    let mut pids = 0u32;
+    let mut spawn = |kind: Kind, host: String, w: &Shared| {
+        pids += 1;
+        let owner = Owner {
+            host: host.clone(),
+            pid: pids,
+            run: format!("run-{pids}"),
+            pid_space: Some(host.clone()),
+        };
+        w.borrow_mut().alive.insert((host.clone(), pids));
+        let task: Task = match kind {
+            Kind::Ingest => Box::pin(ingest::run(w.clone(), owner)),
+            Kind::Commit => Box::pin(commit::run(w.clone(), owner)),
+            Kind::Writer => Box::pin(writer(w.clone())),
+        };
+        Actor {
+            kind,
+            host,
+            pid: pids,
+            task: Some(task),
+            asleep_until: 0,
+        }
+    };
+    for i in 0..opts.instances {
+        actors.push(spawn(Kind::Ingest, format!("h{}", i % 2), &w));
+    }
+    for i in 0..opts.committers {
+        actors.push(spawn(Kind::Commit, format!("h{}", i % 2), &w));
+    }
+    actors.push(spawn(Kind::Writer, "user".into(), &w));
+
+    let mut writer_done_at: Option<u64> = None;
+    for n in 0..opts.max_steps {
+        let mut world = w.borrow_mut();
+        world.stats.steps = n;
+        world.now += world.rng.below(11) as i64;
+        let now = world.now;
+        if !world.quiet {
+            let pick = world.rng.below(actors.len() as u64) as usize;
+            let a = &mut actors[pick];
+            if a.kind != Kind::Writer && a.task.is_some() {
+                if world.rng.chance(opts.crash) {
+                    // The process dies: its future is dropped mid-call; it comes back later.
+                    a.task = None;
+                    world.alive.remove(&(a.host.clone(), a.pid));
+                    a.asleep_until = now + world.rng.below(opts.lease_ms * 3) as i64;
+                    world.stats.crashes += 1;
+                    if opts.trace {
+                        eprintln!("{:>8} p{} CRASHED", now % 1_000_000, a.pid);
+                    }
+                } else if world.rng.chance(opts.stall) {
+                    let longest = opts.claim_timeout_ms.max(opts.lease_ms) * 2;
+                    a.asleep_until = a.asleep_until.max(now + world.rng.below(longest) as i64);
+                    world.stats.stalls += 1;
+                    if opts.trace {
+                        eprintln!(
+                            "{:>8} p{} stalls until {}",
+                            now % 1_000_000,
+                            a.pid,
+                            a.asleep_until % 1_000_000
+                        );
+                    }
+                }
+            }
+            if world.rng.chance(opts.expire) {
+                world.expire_snapshots();
+            }
+        }
+        // Restart crashed processes, as new processes on the same host.
+        for a in actors.iter_mut() {
+            if a.task.is_none() && a.kind != Kind::Writer && a.asleep_until <= now {
+                let (kind, host) = (a.kind, a.host.clone());
+                drop(world);
+                *a = spawn(kind, host, &w);
+                world = w.borrow_mut();
+            }
+        }
+        let ready: Vec<usize> = (0..actors.len())
+            .filter(|&i| actors[i].task.is_some() && actors[i].asleep_until <= now)
+            .collect();
+        if ready.is_empty() {
+            continue;
+        }
+        let pick = ready[world.rng.below(ready.len() as u64) as usize];
+        if writer_done_at.is_some_and(|at| n > at + 2_000) {
+            world.quiet = true;
+        }
+        if world.quiet && world.drained() {
+            let stats = world.stats.clone();
+            drop(world);
+            return check::invariant(&w.borrow()).map(|()| stats);
+        }
+        world.current = actors[pick].pid;
+        drop(world);
+        let a = &mut actors[pick];
+        if poll_once(a.task.as_mut().expect("ready")) {
+            a.task = None;
+            if a.kind == Kind::Writer {
+                writer_done_at = Some(n);
+            }
+        }
+    }
+    let world = w.borrow();
+    Err(format!(
+        "stuck: not drained after {} steps; {}",
+        opts.max_steps,
+        check::describe(&world)
+    ))
+}
+
+/// The user: puts objects (new keys and overwrites) and their events; an event may be
+/// delivered twice, or late (after the next put of its key).
+async fn writer(w: Shared) {
+    let (puts, keys) = {
+        let world = w.borrow();
+        (world.opts.puts, world.opts.keys)
+    };
+    let mut late: Vec<ObjectChange> = Vec::new();
+    for seq in 1..=puts {
+        let change = {
+            let mut world = w.borrow_mut();
+            let k = world.rng.below(keys);
+            let table = TABLES[(k % TABLES.len() as u64) as usize];
+            let key = format!("{table}/k{k}");
+            let rows = 1 + world.rng.below(3);
+            let versions = world.bucket.entry(key.clone()).or_default();
+            let etag = format!("{:032x}", (seq << 8) | (versions.len() as u64 + 1));
+            versions.push(ObjectVersion {
+                etag: etag.clone(),
+                rows,
+            });
+            world.stats.versions += 1;
+            let mut c = ObjectChange::created(Provider::S3, "landing", key);
+            c.etag = Some(etag.to_uppercase());
+            c.sequencer = Some(format!("{seq:012X}"));
+            c.size = Some(rows);
+            c
+        };
+        let (twice, delay) = {
+            let mut world = w.borrow_mut();
+            (world.rng.chance(0.1), world.rng.chance(0.1))
+        };
+        if delay {
+            late.push(change);
+        } else {
+            for c in std::mem::take(&mut late)
+                .into_iter()
+                .chain([change.clone()])
+            {
+                enqueue(&w, c);
+            }
+            if twice {
+                enqueue(&w, change);
+            }
+        }
+        let pause = w.borrow_mut().rng.below(40);
+        for _ in 0..pause {
+            step().await;
+        }
+    }
+    for c in late {
+        enqueue(&w, c);
+    }
+}
+
+fn enqueue(w: &Shared, change: ObjectChange) {
+    let mut world = w.borrow_mut();
+    let id = world.id();
+    let now = world.now;
+    world.queue.push(Message {
+        id,
+        change,
+        visible_at: now,
+        receives: 0,
+        receipt: 0,
+        gone: false,
+        dead_lettered: false,
+    });
+    world.stats.messages += 1;
+    if world.opts.trace {
+        let c = &world.queue[world.queue.len() - 1].change;
+        eprintln!(
+            "{:>8} message {id}: {} {:?} seq {:?}",
+            now % 1_000_000,
+            c.key,
+            c.etag,
+            c.sequencer
+        );
+    }
+}

@@ -1,0 +1,60 @@
+//! The block of seeds CI runs (`make simulate SEEDS=N` runs more), and proof that the
+//! simulation finds the bugs it was built to find: with each known fix taken out, some seed
+//! of a small block breaks the invariant.
+
+use floe_simulate::{Options, run};
+
+/// Seeds CI runs: about two seconds.
+const CI_SEEDS: u64 = 2_000;
+
+#[test]
+fn a_block_of_seeds_holds_the_invariant() {
+    let opts = Options::default();
+    let mut faults = 0;
+    let mut crashes = 0;
+    for seed in 0..CI_SEEDS {
+        let stats = run(seed, &opts).unwrap_or_else(|why| {
+            panic!("seed {seed}: {why}\nreplay: floe-simulate --seed {seed} --trace")
+        });
+        faults += stats.faults;
+        crashes += stats.crashes;
+    }
+    assert!(faults > CI_SEEDS * 10, "faults were injected: {faults}");
+    assert!(crashes > CI_SEEDS, "instances crashed: {crashes}");
+}
+
+/// The first failing seed below `limit` with `opts`, if any.
+fn first_failure(opts: &Options, limit: u64) -> Option<(u64, String)> {
+    (0..limit).find_map(|seed| run(seed, opts).err().map(|why| (seed, why)))
+}
+
+#[test]
+fn an_attempt_rebased_on_the_reloaded_table_is_found_doubling() {
+    let opts = Options {
+        rebase: true,
+        ..Options::default()
+    };
+    let (seed, why) = first_failure(&opts, 20_000).expect("the rebase bug is found");
+    assert!(why.contains("rows in the table"), "seed {seed}: {why}");
+}
+
+#[test]
+fn a_commit_without_the_batch_check_is_found_doubling() {
+    let opts = Options {
+        no_batch_check: true,
+        ..Options::default()
+    };
+    let (seed, why) = first_failure(&opts, 20_000).expect("the stray commit bug is found");
+    assert!(why.contains("rows in the table"), "seed {seed}: {why}");
+}
+
+#[test]
+fn a_seed_replays_the_same_run() {
+    let opts = Options::default();
+    let a = run(7, &opts).unwrap();
+    let b = run(7, &opts).unwrap();
+    assert_eq!(
+        (a.steps, a.faults, a.crashes, a.rows_landed),
+        (b.steps, b.faults, b.crashes, b.rows_landed)
+    );
+}
