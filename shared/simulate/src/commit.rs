@@ -4,10 +4,12 @@
 //! check before every attempt, mark the batches, delete the record, release the lease.
 
 use floe_core::{Error, ErrorKind, Result};
+use floe_pipeline::protocol::batch::{self, Holder};
 use floe_pipeline::protocol::commit::{self, CommitPolicy, Mark, Plan};
 use floe_pipeline::protocol::lease::{self, Held};
 use floe_pipeline::protocol::records::{
-    BatchRecord, CommitRecord, CommitState, Owner, batch_key, commit_prefix, done_key, lease_key,
+    BatchRecord, BatchState, CommitRecord, CommitState, Owner, batch_key, commit_prefix, done_key,
+    lease_key,
 };
 use floe_pipeline::targets::TargetId;
 
@@ -38,6 +40,7 @@ fn batches(found: Vec<(String, Value, u64)>) -> Vec<(BatchRecord, u64)> {
 async fn pass(w: &Shared, owner: &Owner, force: bool) -> Result<()> {
     let staged = batches(read(w, "scan batches", |w| w.scan("batch/")).await?);
     let commits = read(w, "scan commits", |w| w.scan("commit/")).await?;
+    clear_stopped_batches(w, owner, &staged).await;
     let targets = commit::targets_with_work(
         staged.iter().map(|(b, _)| b),
         commits.iter().map(|(k, _, _)| k.as_str()),
@@ -47,6 +50,28 @@ async fn pass(w: &Shared, owner: &Owner, force: bool) -> Result<()> {
         let _ = commit_target(w, owner, &target, force).await;
     }
     Ok(())
+}
+
+/// `Committer::clear_stopped_batches`: running batches judged dead are declared abandoned.
+async fn clear_stopped_batches(w: &Shared, owner: &Owner, found: &[(BatchRecord, u64)]) {
+    let timeout = w.borrow().opts.claim_timeout_ms;
+    for (b, v) in found {
+        if b.state != BatchState::Running {
+            continue;
+        }
+        let (now, dead) = {
+            let world = w.borrow();
+            (world.now, world.owner_dead(&b.owner, &owner.host))
+        };
+        if let Holder::Abandon(abandoned) = batch::judge(Some(b), false, now, timeout, dead) {
+            let ttl = batch::abandoned_ttl(timeout).as_millis() as i64;
+            let key = batch_key(&b.id);
+            let _ = op(w, "abandon stopped batch", |w| {
+                w.update(&key, Value::Batch(abandoned), *v, Some(ttl))
+            })
+            .await;
+        }
+    }
 }
 
 async fn commit_target(w: &Shared, owner: &Owner, target: &TargetId, force: bool) -> Result<()> {
@@ -112,10 +137,31 @@ async fn under_lease(
     held: &mut u64,
 ) -> Result<()> {
     let prefix = commit_prefix(target);
-    for (key, value, version) in read(w, "scan commit records", |w| w.scan(&prefix)).await? {
-        if let Value::Commit(rec) = value {
-            finish(w, owner, target, &key, rec, version, held).await?;
+    let records: Vec<(String, CommitRecord, u64)> =
+        (read(w, "scan commit records", |w| w.scan(&prefix)).await?)
+            .into_iter()
+            .filter_map(|(k, v, version)| match v {
+                Value::Commit(rec) => Some((k, rec, version)),
+                _ => None,
+            })
+            .collect();
+    // The commits already in the table first (`Committer::commit_under_lease`).
+    let several = records.len() > 1;
+    let (mut landed, mut open) = (Vec::new(), Vec::new());
+    for (key, rec, version) in records {
+        let is_in = rec.state == CommitState::Done
+            || (several
+                && read(w, "load table", |w| w.load(target))
+                    .await?
+                    .has(&rec.id));
+        if is_in {
+            landed.push((key, rec, version));
+        } else {
+            open.push((key, rec, version));
         }
+    }
+    for (key, rec, version) in landed.into_iter().chain(open) {
+        finish(w, owner, target, &key, rec, version, held).await?;
     }
     let staged = batches(read(w, "scan batches", |w| w.scan("batch/")).await?);
     let (now, policy) = {

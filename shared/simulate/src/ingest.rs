@@ -162,6 +162,9 @@ async fn ingest(
             Ok(Err(o)) => outcomes[idx] = Some(o),
             // The claim may have landed with its answer lost: the batch cannot go on without
             // the object (see `claim_all`).
+            Err(e) if w.borrow().opts.claim_error_continues => {
+                outcomes[idx] = Some(Outcome::Failed(e))
+            }
             Err(e) => return Err(e),
         }
     }

@@ -71,6 +71,8 @@ pub struct Options {
     /// Append a commit's batches even when a snapshot of another commit took them (what floe
     /// did before its batch check): a known bug, to show the simulation finds it.
     pub no_batch_check: bool,
+    /// Go on without an object whose claim write failed (what floe did before): a known bug.
+    pub claim_error_continues: bool,
     /// Steps before giving up on draining.
     pub max_steps: u64,
     /// Print every call and decision (to replay a failing seed).
@@ -99,6 +101,7 @@ impl Default for Options {
             expire: 0.002,
             rebase: false,
             no_batch_check: false,
+            claim_error_continues: false,
             max_steps: 400_000,
             trace: false,
         }

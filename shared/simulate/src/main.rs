@@ -1,7 +1,7 @@
 //! `floe-simulate`: run a block of seeds of the protocol simulation.
 //!
 //! ```text
-//! floe-simulate [--seeds N] [--from S] [--seed S] [--rebase]
+//! floe-simulate [--seeds N] [--from S] [--seed S] [--trace] [--rebase | --no-batch-check | --claim-error-continues]
 //! ```
 //! Prints seeds run per second; exits 1 with the first failing seed and what it broke.
 
@@ -13,7 +13,13 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (mut from, mut seeds) = (0u64, 1_000u64);
     let mut opts = Options::default();
+    let mut flags = String::new();
     while let Some(a) = args.next() {
+        if a.starts_with("--") && !["--seeds", "--from", "--seed", "--trace"].contains(&a.as_str())
+        {
+            flags.push(' ');
+            flags.push_str(&a);
+        }
         let mut value = || {
             args.next()
                 .and_then(|v| v.parse::<u64>().ok())
@@ -29,6 +35,7 @@ fn main() {
             "--rebase" => opts.rebase = true,
             "--trace" => opts.trace = true,
             "--no-batch-check" => opts.no_batch_check = true,
+            "--claim-error-continues" => opts.claim_error_continues = true,
             _ => usage(&a),
         }
     }
@@ -44,10 +51,7 @@ fn main() {
             }
             Err(why) => {
                 eprintln!("seed {seed} FAILED: {why}");
-                eprintln!(
-                    "replay: floe-simulate --seed {seed}{}",
-                    if opts.rebase { " --rebase" } else { "" }
-                );
+                eprintln!("replay: floe-simulate --seed {seed} --trace{flags}");
                 std::process::exit(1);
             }
         }
@@ -62,7 +66,7 @@ fn main() {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "floe-simulate: bad argument {arg}\nusage: floe-simulate [--seeds N] [--from S] [--seed S] [--rebase]"
+        "floe-simulate: bad argument {arg}\nusage: floe-simulate [--seeds N] [--from S] [--seed S] [--trace] [--rebase | --no-batch-check | --claim-error-continues]"
     );
     std::process::exit(2)
 }

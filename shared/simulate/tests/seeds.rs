@@ -58,3 +58,13 @@ fn a_seed_replays_the_same_run() {
         (b.steps, b.faults, b.crashes, b.rows_landed)
     );
 }
+
+#[test]
+fn a_batch_going_on_without_an_object_whose_claim_failed_is_found_losing_it() {
+    let opts = Options {
+        claim_error_continues: true,
+        ..Options::default()
+    };
+    let (seed, why) = first_failure(&opts, 20_000).expect("the lost claim answer is found");
+    assert!(why.contains("0 rows in the table"), "seed {seed}: {why}");
+}

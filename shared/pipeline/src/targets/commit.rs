@@ -16,11 +16,12 @@ use super::maxcompute::{MaxComputeTarget, MaxComputeTargets};
 use super::{PendingCommit, Target};
 use crate::config::FloeConfig;
 use crate::fault::Faults;
+use crate::protocol::batch::{self, Holder};
 use crate::protocol::commit::{self, CommitPolicy, Mark, Plan};
 use crate::protocol::lease::{self, Held};
 use crate::protocol::records::{
-    BatchRecord, CommitRecord, CommitState, Lease, Owner, batch_key, commit_prefix, done_key,
-    lease_key,
+    BatchRecord, BatchState, CommitRecord, CommitState, Lease, Owner, batch_key, commit_prefix,
+    done_key, lease_key,
 };
 use crate::targets::id::TargetId;
 
@@ -111,6 +112,7 @@ impl Committer<'_> {
             .scan_and_purge_json::<BatchRecord>("batch/")
             .await?;
         let commits = self.checkpoint.scan_and_purge("commit/").await?;
+        self.clear_stopped_batches(&batches).await;
         let targets = commit::targets_with_work(
             batches.iter().map(|(_, b, _)| b),
             commits.iter().map(|e| e.key.as_str()),
@@ -126,6 +128,35 @@ impl Committer<'_> {
         }
         report.purged = self.purge_if_due().await;
         Ok(report)
+    }
+
+    /// Declare abandoned the running batches whose instance stopped (heartbeat older than
+    /// `claim-timeout-ms`, or a crashed local process), as a claim taker would: their claims go
+    /// to the next delivery at once, and their records expire instead of being read by every
+    /// pass for ever (an instance killed between opening a batch and claiming leaves one that no
+    /// claim taker ever meets).
+    async fn clear_stopped_batches(&self, batches: &[(String, BatchRecord, Version)]) {
+        let timeout = self.config.ingest.claim_timeout_ms;
+        for (key, b, v) in batches {
+            if b.state != BatchState::Running {
+                continue;
+            }
+            let dead = crate::host::is_dead_local_process(&b.owner);
+            let Holder::Abandon(abandoned) = batch::judge(Some(b), false, now_ms(), timeout, dead)
+            else {
+                continue;
+            };
+            let ttl = Some(batch::abandoned_ttl(timeout));
+            match self.checkpoint.update_json(key, &abandoned, v, ttl).await {
+                Ok(Some(_)) => {
+                    tracing::info!(batch = %b.id, "a batch whose instance stopped was declared abandoned")
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(batch = %b.id, error = %e, "could not declare a stopped batch abandoned")
+                }
+            }
+        }
     }
 
     /// At most once per [`PURGE_EVERY`] across every committer of the checkpoint table (the
@@ -287,12 +318,27 @@ impl Committer<'_> {
         force: bool,
         report: &mut CommitReport,
     ) -> Result<()> {
-        // 1. Finish what an earlier committer started.
-        for (key, rec, version) in self
-            .checkpoint
+        // 1. Finish what an earlier committer started: first the commits already in the target
+        // (done, or landed before their committer stopped), so their batches are marked before
+        // any other record naming the same batches is looked at. (A record written by a
+        // committer whose lease had run out can name batches another commit took; the table's
+        // own batch check covers that too, but only while the other snapshot is in its history.)
+        let records = (self.checkpoint)
             .scan_json::<CommitRecord>(&commit_prefix(target))
-            .await?
-        {
+            .await?;
+        let several = records.len() > 1;
+        let (mut landed, mut open) = (Vec::new(), Vec::new());
+        for (key, rec, version) in records {
+            // (One record alone has no other to be ordered against: no extra question then.)
+            let is_in = rec.state == CommitState::Done
+                || (several && self.target(target).is_in(self, &rec).await?.is_some());
+            if is_in {
+                landed.push((key, rec, version));
+            } else {
+                open.push((key, rec, version));
+            }
+        }
+        for (key, rec, version) in landed.into_iter().chain(open) {
             let done = self.finish_commit(&key, rec, version, true).await?;
             report.commits.push(done);
         }
