@@ -159,6 +159,10 @@ struct Watched {
     gets: Arc<std::sync::atomic::AtomicUsize>,
     /// Each read waits this long first (a large object, a slow network).
     delay: Duration,
+    /// Only reads of keys ending so wait (`None`: every read).
+    slow_key: Option<&'static str>,
+    /// The keys read, in order.
+    read: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Watched {
@@ -168,11 +172,14 @@ impl Watched {
             deny: Default::default(),
             gets: Default::default(),
             delay: Duration::ZERO,
+            slow_key: None,
+            read: Default::default(),
         }
     }
 
     fn check(&self, key: &str) -> floe_core::Result<()> {
         self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.read.lock().unwrap().push(key.to_owned());
         if self.deny.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(floe_core::Error::new(
                 floe_core::ErrorKind::Auth,
@@ -207,7 +214,9 @@ impl floe_storage::ObjectStore for Watched {
     }
     async fn get(&self, key: &str) -> floe_core::Result<floe_storage::GetResult> {
         self.check(key)?;
-        tokio::time::sleep(self.delay).await;
+        if self.slow_key.is_none_or(|k| key.ends_with(k)) {
+            tokio::time::sleep(self.delay).await;
+        }
         self.inner.get(key).await
     }
     async fn get_range(&self, key: &str, start: u64, end: u64) -> floe_core::Result<bytes::Bytes> {
@@ -430,4 +439,89 @@ async fn a_slow_object_keeps_its_batch_alive() {
     );
     slow.run_once(true).await.unwrap();
     assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>());
+}
+
+/// One object whose read hangs (a stalled connection, a huge object) in a batch with others:
+/// after `object-timeout-ms` it is given back for a later delivery and the rest of its batch
+/// lands. Before, the batch waited on it for as long as it hung, and a deadline reached meanwhile
+/// failed every message batched with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_object_is_given_back_and_the_rest_of_its_batch_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let raw = parse(CONFIG, false).unwrap();
+    let mut config = FloeConfig::from_raw(raw, dir.path()).unwrap();
+    config.ingest.object_timeout_ms = 300;
+    let mut p = Pipeline::builder(config.clone())
+        .catalog(catalog.clone())
+        .build()
+        .await
+        .unwrap();
+    let mut store =
+        Watched::new(floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap());
+    store.delay = Duration::from_secs(60);
+    store.slow_key = Some("b.ndjson");
+    p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
+    let run = tokio::time::timeout(Duration::from_secs(30), p.run_once(true))
+        .await
+        .expect("the pass does not wait for the hanging object")
+        .unwrap();
+    assert_eq!(ids(&catalog).await, [1, 2, 3, 7, 8, 9]);
+    let failures = run.failures();
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.contains("object-timeout-ms = 300")),
+        "{failures:?}"
+    );
+    let p = Pipeline::builder(config)
+        .catalog(catalog.clone())
+        .build()
+        .await
+        .unwrap();
+    p.run_once(true).await.unwrap();
+    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>());
+}
+
+/// An object larger than `max-object-bytes` is set aside unread (dead-lettered, named with the
+/// limit) and the rest of its batch lands.
+#[tokio::test]
+async fn an_object_over_the_size_limit_is_set_aside_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let raw = parse(CONFIG, false).unwrap();
+    let mut config = FloeConfig::from_raw(raw, dir.path()).unwrap();
+    config.ingest.max_object_bytes = 60;
+    let mut p = Pipeline::builder(config)
+        .catalog(catalog.clone())
+        .build()
+        .await
+        .unwrap();
+    let store =
+        Watched::new(floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap());
+    let read = store.read.clone();
+    p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
+    let run = p.run_once(true).await.unwrap();
+    assert_eq!(ids(&catalog).await, [1, 2, 3, 7, 8, 9]);
+    assert_eq!(run.dead_letters(), 1, "{run:?}");
+    let letters = read_tree(&dir.path().join("dead-letter"));
+    assert!(letters.contains("max-object-bytes = 60"), "{letters}");
+    let read = read.lock().unwrap().clone();
+    assert!(!read.iter().any(|k| k.ends_with("b.ndjson")), "{read:?}");
+}
+
+/// Every file under `dir`, concatenated.
+fn read_tree(dir: &Path) -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.push_str(&read_tree(&path));
+        } else {
+            out.push_str(&std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    out
 }

@@ -160,6 +160,14 @@ pub struct IngestConfig {
     pub row_group_rows: usize,
     /// `claim-timeout-ms`: a claim older than this is taken over (its batch died) (default 300 000).
     pub claim_timeout_ms: u64,
+    /// `object-timeout-ms`: one object's read that takes longer is given up and the object given
+    /// back for a later delivery (its message counts toward `max-deliveries`), while the rest of
+    /// its batch lands (default 600 000; 0: no limit).
+    pub object_timeout_ms: u64,
+    /// `max-object-bytes`: an object whose change says it is larger is set aside unread, as a bad
+    /// object (dead-lettered under the route's `on-error`), instead of being read (default 0: no
+    /// limit).
+    pub max_object_bytes: u64,
     /// `dedupe-ttl-hours`: how long object identities are remembered for deduplication of queue
     /// deliveries; longer than any queue's retention (default 360 = 15 days). The local folder
     /// source keeps them forever (they are the folder's state).
@@ -467,6 +475,8 @@ impl FloeConfig {
             )?,
             row_group_rows: o.u64_in("row-group-rows", 128 * 1024, 1024..=16 << 20)? as usize,
             claim_timeout_ms: o.u64_in("claim-timeout-ms", 300_000, 1000..=86_400_000)?,
+            object_timeout_ms: o.u64_in("object-timeout-ms", 600_000, 0..=86_400_000)?,
+            max_object_bytes: o.u64_in("max-object-bytes", 0, 0..=u64::MAX)?,
             dedupe_ttl_hours: o.u64_in("dedupe-ttl-hours", 360, 1..=87_600)?,
         };
         o.finish()?;

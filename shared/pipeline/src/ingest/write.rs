@@ -99,7 +99,11 @@ impl Pipeline {
             let _enter = span.enter();
 
             let key = slot_key(c);
+            let too_large = self.too_large(change);
             let reading = async {
+                if let Some(e) = too_large {
+                    return Ok(Err(Failed::new(e, "object too large", true)));
+                }
                 Ok::<_, Error>(
                     match self
                         .slot_for(&mut slots, &run.batch, c, &store, change)
@@ -126,7 +130,28 @@ impl Pipeline {
                     },
                 )
             };
-            let Some(read) = self.beating(reading, record, record_version).await? else {
+            let limit = self.config.ingest.object_timeout_ms;
+            let timed = async {
+                if limit == 0 {
+                    return reading.await;
+                }
+                match tokio::time::timeout(Duration::from_millis(limit), reading).await {
+                    Ok(read) => read,
+                    Err(_) => Ok(Err(Failed::new(
+                        Error::new(
+                            ErrorKind::Deadline,
+                            format!(
+                                "reading {} took longer than ingest.object-timeout-ms = {limit}; given back for a later delivery",
+                                change.key
+                            ),
+                        )
+                        .with_retryable(true),
+                        "object read timed out",
+                        true,
+                    ))),
+                }
+            };
+            let Some(read) = self.beating(timed, record, record_version).await? else {
                 return Ok(WriteResult::Abandoned);
             };
             let read = read?;
@@ -158,6 +183,19 @@ impl Pipeline {
         }
         self.write_metadata(changes, &mut slots, meta).await?;
         Ok(WriteResult::Done(slots))
+    }
+
+    /// Why `change` is not read at all: larger than `ingest.max-object-bytes` says.
+    fn too_large(&self, change: &ObjectChange) -> Option<Error> {
+        let max = self.config.ingest.max_object_bytes;
+        let size = change.size?;
+        (max > 0 && size > max).then(|| {
+            Error::invalid_input(format!(
+                "{} is {size} bytes, larger than ingest.max-object-bytes = {max}; set aside unread",
+                change.key
+            ))
+            .with_retryable(false)
+        })
     }
 
     /// Await `work` (one object's read) while keeping the batch's heartbeat fresh: one object
