@@ -43,6 +43,16 @@ pub const CHECKPOINT_PROP: &str = "floe.checkpoint";
 /// this commit in?" has an answer after snapshot expiry has removed the commit's snapshot.
 pub const COMMIT_IDS_PROP: &str = "floe.commit-ids";
 
+/// Table property listing the latest batch ids floe appended (comma-separated, newest last, at
+/// most [`RECENT_BATCH_IDS`]), set with each append: a batch taken under one commit id is
+/// recognised by an attempt under another after the snapshot that took it was expired.
+pub const BATCH_IDS_PROP: &str = "floe.batch-ids";
+
+/// How many batch ids [`BATCH_IDS_PROP`] keeps: a commit record naming batches another commit
+/// took is one written by a committer whose lease ran out, recovered or retried within minutes
+/// of the other; a few hundred batches cover many commits of that span.
+pub const RECENT_BATCH_IDS: usize = 256;
+
 /// How many commit ids [`COMMIT_IDS_PROP`] keeps. A pending commit is finished by the next
 /// committer of its table before that one commits anything new, so only the last few matter;
 /// the margin covers several floe deployments writing one table.
@@ -127,11 +137,37 @@ fn find_snapshot(table: &Table, commit_id: &str) -> Option<i64> {
     None
 }
 
-/// The batches among `wanted` that a snapshot of `table`'s current lineage already took (named
-/// in its [`CHECKPOINT_PROP`] summary), whatever its commit id.
+/// The ids of [`BATCH_IDS_PROP`], oldest first.
+fn recent_batch_ids(table: &Table) -> impl Iterator<Item = &str> {
+    (table.metadata().properties().get(BATCH_IDS_PROP))
+        .map(String::as_str)
+        .unwrap_or("")
+        .split(',')
+        .filter(|s| !s.is_empty())
+}
+
+/// [`BATCH_IDS_PROP`] with the batches of `files` added (the oldest dropped past the limit).
+fn with_batch_ids(table: &Table, batches: &BTreeSet<&str>) -> String {
+    let mut ids: Vec<&str> = recent_batch_ids(table)
+        .filter(|b| !batches.contains(b))
+        .collect();
+    ids.extend(batches.iter().copied());
+    let start = ids.len().saturating_sub(RECENT_BATCH_IDS);
+    ids[start..].join(",")
+}
+
+/// The batches among `wanted` that the table already took, whatever the commit id: named in the
+/// [`CHECKPOINT_PROP`] summary of a snapshot of its current lineage, or among
+/// [`BATCH_IDS_PROP`].
 fn batches_in(table: &Table, wanted: &BTreeSet<&str>) -> BTreeSet<String> {
+    if wanted.is_empty() {
+        return BTreeSet::new();
+    }
     let metadata = table.metadata();
-    let mut taken = BTreeSet::new();
+    let mut taken: BTreeSet<String> = recent_batch_ids(table)
+        .filter(|b| wanted.contains(b))
+        .map(str::to_owned)
+        .collect();
     let mut next = metadata.current_snapshot().map(|s| s.snapshot_id());
     let mut seen = 0usize;
     while let Some(id) = next {
@@ -163,31 +199,46 @@ fn batches_in(table: &Table, wanted: &BTreeSet<&str>) -> BTreeSet<String> {
     taken
 }
 
-/// `req`'s files and summary without the files of batches already in the table (the summary's
-/// [`CHECKPOINT_PROP`] then names only the batches this snapshot takes).
-fn without_taken(table: &Table, req: &AppendRequest) -> (Vec<DataFile>, HashMap<String, String>) {
+/// What one attempt appends: the request's files and summary without the files of batches the
+/// table already took (the summary's [`CHECKPOINT_PROP`] then names only the batches this
+/// snapshot takes), and the batches it takes.
+struct Attempt {
+    files: Vec<DataFile>,
+    summary: HashMap<String, String>,
+    batches: BTreeSet<String>,
+}
+
+fn without_taken(table: &Table, req: &AppendRequest) -> Attempt {
     let mut summary = req.summary.clone();
-    if req.file_batches.is_empty() {
-        return (req.files.clone(), summary);
-    }
     let wanted: BTreeSet<&str> = req.file_batches.iter().map(String::as_str).collect();
     let taken = batches_in(table, &wanted);
+    let batches: BTreeSet<String> = (wanted.iter())
+        .filter(|b| !taken.contains(**b))
+        .map(|b| (*b).to_owned())
+        .collect();
     if taken.is_empty() {
-        return (req.files.clone(), summary);
+        return Attempt {
+            files: req.files.clone(),
+            summary,
+            batches,
+        };
     }
     tracing::warn!(table = %req.table, commit_id = %req.commit_id, batches = ?taken, "batches already appended by another commit; left out");
     let files: Vec<DataFile> = (req.files.iter().zip(&req.file_batches))
         .filter(|(_, b)| !taken.contains(*b))
         .map(|(f, _)| f.clone())
         .collect();
-    let left: BTreeSet<&str> = wanted.into_iter().filter(|b| !taken.contains(*b)).collect();
     if let Some(text) = summary.get_mut(CHECKPOINT_PROP)
         && let Ok(mut checkpoint) = serde_json::from_str::<serde_json::Value>(text)
     {
-        checkpoint["batches"] = serde_json::json!(left);
+        checkpoint["batches"] = serde_json::json!(batches);
         *text = checkpoint.to_string();
     }
-    (files, summary)
+    Attempt {
+        files,
+        summary,
+        batches,
+    }
 }
 
 /// What to append.
@@ -253,7 +304,11 @@ pub async fn append_with_hook(
                 snapshot_id: found.snapshot_id,
             });
         }
-        let (files, mut summary) = without_taken(&table, req);
+        let Attempt {
+            files,
+            mut summary,
+            batches,
+        } = without_taken(&table, req);
         if files.is_empty() {
             return Ok(AppendOutcome::AlreadyCommitted { snapshot_id: None });
         }
@@ -267,13 +322,16 @@ pub async fn append_with_hook(
             .set_snapshot_properties(summary)
             .add_data_files(files);
         let tx = action.apply(tx).map_err(from_iceberg)?;
-        let tx = (tx.update_table_properties())
-            .set(
-                COMMIT_IDS_PROP.to_owned(),
-                with_commit_id(&table, &req.commit_id),
-            )
-            .apply(tx)
-            .map_err(from_iceberg)?;
+        let mut properties = (tx.update_table_properties()).set(
+            COMMIT_IDS_PROP.to_owned(),
+            with_commit_id(&table, &req.commit_id),
+        );
+        if !batches.is_empty() {
+            let batches: BTreeSet<&str> = batches.iter().map(String::as_str).collect();
+            properties =
+                properties.set(BATCH_IDS_PROP.to_owned(), with_batch_ids(&table, &batches));
+        }
+        let tx = properties.apply(tx).map_err(from_iceberg)?;
         let result = tx.commit(&OneAttempt(catalog, &table)).await;
         let lost = after_attempt(result.is_ok());
         let err = match result {

@@ -22,8 +22,8 @@ pub mod writer;
 
 pub use catalog::{CatalogConfig, CatalogKind, from_iceberg, open_catalog};
 pub use commit::{
-    AppendOutcome, AppendRequest, CHECKPOINT_PROP, COMMIT_ID_PROP, COMMIT_IDS_PROP, FoundCommit,
-    append_exactly_once, find_commit,
+    AppendOutcome, AppendRequest, BATCH_IDS_PROP, CHECKPOINT_PROP, COMMIT_ID_PROP, COMMIT_IDS_PROP,
+    FoundCommit, append_exactly_once, find_commit,
 };
 pub use staged::StagedFile;
 pub use table::{

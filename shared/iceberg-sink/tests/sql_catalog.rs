@@ -308,6 +308,76 @@ async fn a_commit_landed_between_the_check_and_the_attempt_is_not_applied_again(
     );
 }
 
+/// A batch appended under one commit id must not be appended under another (a commit record
+/// written by a committer whose lease had run out names batches another commit took), even once
+/// the snapshot that took it has been expired: the table keeps the recent batch ids beside the
+/// recent commit ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_taken_by_an_expired_snapshot_is_not_appended_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, catalog) = sql_catalog(dir.path()).await;
+    let ident = parse_ident("demo.batches").unwrap();
+    let definition = TableDefinition {
+        schema: schema(),
+        partition_by: vec![],
+        properties: HashMap::new(),
+    };
+    let table = ensure_table(catalog.as_ref(), &ident, &definition)
+        .await
+        .unwrap();
+    let files = |ids: &'static [i64], table: iceberg::table::Table| async move {
+        let mut writer = TableWriter::new(&table, &WriterOptions::default())
+            .await
+            .unwrap();
+        let schema = writer.arrow_schema().clone();
+        writer.write(batch(&schema, ids, 20_100)).await.unwrap();
+        writer.close().await.unwrap()
+    };
+    let taken = files(&[1, 2], table.clone()).await;
+    let request = |commit_id: &str, files: Vec<iceberg::spec::DataFile>, batch: Option<&str>| {
+        let file_batches = batch.map_or(Vec::new(), |b| vec![b.to_owned(); files.len()]);
+        AppendRequest {
+            table: ident.clone(),
+            files,
+            commit_id: commit_id.into(),
+            summary: HashMap::from([(
+                floe_iceberg::CHECKPOINT_PROP.to_owned(),
+                serde_json::json!({"batches": batch.into_iter().collect::<Vec<_>>()}).to_string(),
+            )]),
+            deadline: Instant::now() + Duration::from_secs(30),
+            file_batches,
+        }
+    };
+    let first = request("commit-a", taken.clone(), Some("batch-1"));
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &first)
+        .await
+        .unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    let other = request("commit-other", files(&[3], table).await, None);
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &other)
+        .await
+        .unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    let tx = iceberg::transaction::Transaction::new(&table);
+    let tx = (tx.expire_snapshots())
+        .expire_older_than_ms(i64::MAX)
+        .retain_last(1)
+        .apply(tx)
+        .unwrap();
+    tx.commit(catalog.as_ref()).await.unwrap();
+
+    let again = request("commit-b", taken, Some("batch-1"));
+    let outcome = floe_iceberg::append_exactly_once(catalog.as_ref(), &again)
+        .await
+        .unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    assert_eq!(common::total_records(&table), 3, "{outcome:?}");
+    assert!(
+        matches!(outcome, AppendOutcome::AlreadyCommitted { .. }),
+        "{outcome:?}"
+    );
+}
+
 /// A commit whose snapshot was expired (S3 Tables and OSS Tables expire snapshots on their own)
 /// must still be found: a pending commit record recovered after the expiry would otherwise be
 /// appended a second time.

@@ -65,11 +65,12 @@ pub struct Options {
     pub stall: f64,
     pub expire: f64,
     /// Re-apply an append on the table as it is at commit time instead of the table checked
-    /// (what iceberg's transaction did before floe answered its reload): a known bug, to show
-    /// the simulation finds it.
+    /// (what iceberg's transaction did before floe answered its reload): a known bug, which the
+    /// batch check alone also catches.
     pub rebase: bool,
-    /// Append a commit's batches even when a snapshot of another commit took them (what floe
-    /// did before its batch check): a known bug, to show the simulation finds it.
+    /// Append a commit's batches even when the table took them under another commit (what floe
+    /// did before its batch check, summaries and `floe.batch-ids`): a known bug, to show the
+    /// simulation finds it.
     pub no_batch_check: bool,
     /// Go on without an object whose claim write failed (what floe did before): a known bug.
     pub claim_error_continues: bool,
@@ -104,6 +105,28 @@ impl Default for Options {
             claim_error_continues: false,
             max_steps: 400_000,
             trace: false,
+        }
+    }
+}
+
+impl Options {
+    /// More of everything: four instances, three committers, a lease of half a second, and
+    /// crashes, stalls and snapshot expiry several times as often.
+    pub fn heavy() -> Self {
+        Options {
+            instances: 4,
+            committers: 3,
+            puts: 24,
+            keys: 4,
+            lease_ms: 500,
+            max_files: 3,
+            crash: 0.01,
+            stall: 0.01,
+            expire: 0.01,
+            fail: 0.04,
+            lost: 0.04,
+            foreign: 0.1,
+            ..Options::default()
         }
     }
 }

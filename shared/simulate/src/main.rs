@@ -1,7 +1,7 @@
 //! `floe-simulate`: run a block of seeds of the protocol simulation.
 //!
 //! ```text
-//! floe-simulate [--seeds N] [--from S] [--seed S] [--trace] [--rebase | --no-batch-check | --claim-error-continues]
+//! floe-simulate [--seeds N] [--from S] [--seed S] [--trace] [--heavy] [--rebase | --no-batch-check | --claim-error-continues]
 //! ```
 //! Prints seeds run per second; exits 1 with the first failing seed and what it broke.
 
@@ -31,6 +31,12 @@ fn main() {
             "--seed" => {
                 from = value();
                 seeds = 1;
+            }
+            "--heavy" => {
+                opts = Options {
+                    rebase: opts.rebase,
+                    ..Options::heavy()
+                }
             }
             "--rebase" => opts.rebase = true,
             "--trace" => opts.trace = true,
@@ -66,7 +72,7 @@ fn main() {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "floe-simulate: bad argument {arg}\nusage: floe-simulate [--seeds N] [--from S] [--seed S] [--trace] [--rebase | --no-batch-check | --claim-error-continues]"
+        "floe-simulate: bad argument {arg}\nusage: floe-simulate [--seeds N] [--from S] [--seed S] [--trace] [--heavy] [--rebase | --no-batch-check | --claim-error-continues]"
     );
     std::process::exit(2)
 }

@@ -63,8 +63,11 @@ pub struct TableView {
     pub history: Vec<String>,
     /// The `floe.commit-ids` property.
     pub commit_ids: VecDeque<String>,
-    /// Batches the snapshots in the history took (their `floe.checkpoint` summaries).
+    /// Batches the table took: named by the snapshots in the history (their `floe.checkpoint`
+    /// summaries) or by the `floe.batch-ids` property.
     pub batches: BTreeSet<String>,
+    /// The `floe.batch-ids` property.
+    pub batch_ids: VecDeque<String>,
 }
 
 impl TableView {
@@ -81,6 +84,7 @@ pub struct Table {
     snapshots: Vec<(i64, Option<String>, Vec<String>)>,
     current: Option<i64>,
     commit_ids: VecDeque<String>,
+    batch_ids: VecDeque<String>,
     /// Rows of each (key, object version) the table holds.
     pub rows: BTreeMap<(String, u64), u64>,
     pub snapshots_made: u64,
@@ -306,7 +310,10 @@ impl World {
                 .iter()
                 .filter_map(|(_, c, _)| c.clone())
                 .collect(),
-            batches: t.snapshots.iter().flat_map(|(_, _, b)| b.clone()).collect(),
+            batches: (t.snapshots.iter().flat_map(|(_, _, b)| b.clone()))
+                .chain(t.batch_ids.iter().cloned())
+                .collect(),
+            batch_ids: t.batch_ids.clone(),
             commit_ids: t.commit_ids.clone(),
         }
     }
@@ -348,7 +355,8 @@ impl World {
         if files.is_empty() {
             return Ok(None);
         }
-        t.snapshots.push((id, Some(commit_id.to_owned()), batches));
+        t.snapshots
+            .push((id, Some(commit_id.to_owned()), batches.clone()));
         t.current = Some(id);
         let mut ids = base.commit_ids.clone();
         ids.push_back(commit_id.to_owned());
@@ -356,6 +364,13 @@ impl World {
             ids.pop_front();
         }
         t.commit_ids = ids;
+        let mut recent = base.batch_ids.clone();
+        recent.retain(|b| !batches.contains(b));
+        recent.extend(batches.iter().cloned());
+        while recent.len() > floe_iceberg::commit::RECENT_BATCH_IDS {
+            recent.pop_front();
+        }
+        t.batch_ids = recent;
         t.snapshots_made += 1;
         for (key, version, rows) in contents {
             *t.rows.entry((key, version)).or_default() += rows;
