@@ -140,23 +140,7 @@ impl Bed {
     /// Enqueue an OSS `ObjectCreated:PutObject` event for `key`, base64-encoded as OSS does
     /// (every other message raw, as some producers send them).
     fn notify(&self, key: &str, etag: &str, size: u64, enqueue_ms: i64) {
-        let event = serde_json::json!({"events": [{
-            "eventName": "ObjectCreated:PutObject",
-            "eventSource": "acs:oss",
-            "eventTime": chrono::DateTime::from_timestamp_millis(enqueue_ms).unwrap().to_rfc3339(),
-            "eventVersion": "1.0",
-            "oss": {
-                "bucket": {"arn": format!("acs:oss:{REGION}:1234567890:{BUCKET}"), "name": BUCKET, "ownerIdentity": "1234567890"},
-                "object": {"deltaSize": size, "eTag": etag, "key": key, "size": size},
-                "ossSchemaVersion": "1.0",
-                "ruleId": "floe"
-            },
-            "region": REGION,
-            "requestParameters": {"sourceIPAddress": "10.0.0.1"},
-            "responseElements": {"requestId": "5F2A"},
-            "userIdentity": {"principalId": "1234567890"}
-        }]})
-        .to_string();
+        let event = floe_testbed::mns::oss_put_event(REGION, BUCKET, key, etag, size, enqueue_ms);
         let body = if key.len().is_multiple_of(2) {
             base64::engine::general_purpose::STANDARD.encode(event)
         } else {

@@ -312,22 +312,7 @@ async fn put_one(bed: &Bed, written: &mut Written, rng: &mut Rng) {
 
 /// Enqueue an OSS `ObjectCreated:PutObject` event naming `etag`, base64-encoded as OSS sends it.
 fn notify(mns: &MnsEmulator, key: &str, etag: &str, size: u64) {
-    let now = mns.now_ms();
-    let event = serde_json::json!({"events": [{
-        "eventName": "ObjectCreated:PutObject",
-        "eventSource": "acs:oss",
-        "eventTime": chrono::DateTime::from_timestamp_millis(now).unwrap().to_rfc3339(),
-        "eventVersion": "1.0",
-        "oss": {
-            "bucket": {"arn": format!("acs:oss:{REGION}:1234567890:{BUCKET}"), "name": BUCKET, "ownerIdentity": "1234567890"},
-            "object": {"deltaSize": size, "eTag": etag, "key": key, "size": size},
-            "ossSchemaVersion": "1.0",
-            "ruleId": "floe-soak"
-        },
-        "region": REGION,
-        "userIdentity": {"principalId": "1234567890"}
-    }]})
-    .to_string();
+    let event = floe_testbed::mns::oss_put_event(REGION, BUCKET, key, etag, size, mns.now_ms());
     let body = base64::engine::general_purpose::STANDARD.encode(event);
     mns.send_message(QUEUE, &body).unwrap();
 }

@@ -90,25 +90,29 @@ pub fn find_commit(table: &Table, commit_id: &str) -> Option<FoundCommit> {
             snapshot_id: Some(id),
         });
     }
-    recent_commit_ids(table)
+    recent_ids(table, COMMIT_IDS_PROP)
         .any(|id| id == commit_id)
         .then_some(FoundCommit { snapshot_id: None })
 }
 
-/// The ids of [`COMMIT_IDS_PROP`], oldest first.
-fn recent_commit_ids(table: &Table) -> impl Iterator<Item = &str> {
-    (table.metadata().properties().get(COMMIT_IDS_PROP))
+/// The ids a recent-ids table property ([`COMMIT_IDS_PROP`], [`BATCH_IDS_PROP`]) lists,
+/// oldest first.
+fn recent_ids<'t>(table: &'t Table, prop: &str) -> impl Iterator<Item = &'t str> {
+    (table.metadata().properties().get(prop))
         .map(String::as_str)
         .unwrap_or("")
         .split(',')
         .filter(|s| !s.is_empty())
 }
 
-/// [`COMMIT_IDS_PROP`] with `commit_id` added (the oldest dropped past the limit).
-fn with_commit_id(table: &Table, commit_id: &str) -> String {
-    let mut ids: Vec<&str> = recent_commit_ids(table).collect();
-    ids.push(commit_id);
-    let start = ids.len().saturating_sub(RECENT_COMMIT_IDS);
+/// The recent-ids property `prop` with `added` last (moved there if listed already), the oldest
+/// dropped past `keep`.
+fn with_ids<'a>(table: &'a Table, prop: &str, added: &[&'a str], keep: usize) -> String {
+    let mut ids: Vec<&str> = recent_ids(table, prop)
+        .filter(|id| !added.contains(id))
+        .collect();
+    ids.extend(added);
+    let start = ids.len().saturating_sub(keep);
     ids[start..].join(",")
 }
 
@@ -137,25 +141,6 @@ fn find_snapshot(table: &Table, commit_id: &str) -> Option<i64> {
     None
 }
 
-/// The ids of [`BATCH_IDS_PROP`], oldest first.
-fn recent_batch_ids(table: &Table) -> impl Iterator<Item = &str> {
-    (table.metadata().properties().get(BATCH_IDS_PROP))
-        .map(String::as_str)
-        .unwrap_or("")
-        .split(',')
-        .filter(|s| !s.is_empty())
-}
-
-/// [`BATCH_IDS_PROP`] with the batches of `files` added (the oldest dropped past the limit).
-fn with_batch_ids(table: &Table, batches: &BTreeSet<&str>) -> String {
-    let mut ids: Vec<&str> = recent_batch_ids(table)
-        .filter(|b| !batches.contains(b))
-        .collect();
-    ids.extend(batches.iter().copied());
-    let start = ids.len().saturating_sub(RECENT_BATCH_IDS);
-    ids[start..].join(",")
-}
-
 /// The batches among `wanted` that the table already took, whatever the commit id: named in the
 /// [`CHECKPOINT_PROP`] summary of a snapshot of its current lineage, or among
 /// [`BATCH_IDS_PROP`].
@@ -164,7 +149,7 @@ fn batches_in(table: &Table, wanted: &BTreeSet<&str>) -> BTreeSet<String> {
         return BTreeSet::new();
     }
     let metadata = table.metadata();
-    let mut taken: BTreeSet<String> = recent_batch_ids(table)
+    let mut taken: BTreeSet<String> = recent_ids(table, BATCH_IDS_PROP)
         .filter(|b| wanted.contains(b))
         .map(str::to_owned)
         .collect();
@@ -322,14 +307,18 @@ pub async fn append_with_hook(
             .set_snapshot_properties(summary)
             .add_data_files(files);
         let tx = action.apply(tx).map_err(from_iceberg)?;
-        let mut properties = (tx.update_table_properties()).set(
-            COMMIT_IDS_PROP.to_owned(),
-            with_commit_id(&table, &req.commit_id),
+        let commit_ids = with_ids(
+            &table,
+            COMMIT_IDS_PROP,
+            &[req.commit_id.as_str()],
+            RECENT_COMMIT_IDS,
         );
+        let mut properties =
+            (tx.update_table_properties()).set(COMMIT_IDS_PROP.to_owned(), commit_ids);
         if !batches.is_empty() {
-            let batches: BTreeSet<&str> = batches.iter().map(String::as_str).collect();
-            properties =
-                properties.set(BATCH_IDS_PROP.to_owned(), with_batch_ids(&table, &batches));
+            let added: Vec<&str> = batches.iter().map(String::as_str).collect();
+            let batch_ids = with_ids(&table, BATCH_IDS_PROP, &added, RECENT_BATCH_IDS);
+            properties = properties.set(BATCH_IDS_PROP.to_owned(), batch_ids);
         }
         let tx = properties.apply(tx).map_err(from_iceberg)?;
         let result = tx.commit(&OneAttempt(catalog, &table)).await;

@@ -5,6 +5,8 @@
 
 mod common;
 
+use iceberg::TableIdent;
+use iceberg::table::Table;
 use iceberg::transaction::ApplyTransactionAction;
 
 use std::collections::HashMap;
@@ -59,6 +61,40 @@ fn batch(schema: &arrow_schema::SchemaRef, ids: &[i64], day: i64) -> RecordBatch
         ],
     )
     .unwrap()
+}
+
+/// A fresh table `demo.<name>` (unpartitioned, [`schema`]) in a SQL catalog under `dir`.
+async fn fresh_table(dir: &Path, name: &str) -> (Arc<dyn iceberg::Catalog>, TableIdent, Table) {
+    let (_, catalog) = sql_catalog(dir).await;
+    let ident = parse_ident(&format!("demo.{name}")).unwrap();
+    let definition = TableDefinition {
+        schema: schema(),
+        partition_by: vec![],
+        properties: HashMap::new(),
+    };
+    let table = ensure_table(catalog.as_ref(), &ident, &definition)
+        .await
+        .unwrap();
+    (catalog, ident, table)
+}
+
+/// Data files holding `ids`, written for `table`.
+async fn files_of(table: &Table, ids: &[i64]) -> Vec<iceberg::spec::DataFile> {
+    let mut writer = TableWriter::new(table, &WriterOptions::default())
+        .await
+        .unwrap();
+    let schema = writer.arrow_schema().clone();
+    writer.write(batch(&schema, ids, 20_100)).await.unwrap();
+    writer.close().await.unwrap()
+}
+
+/// How many snapshots of `table` carry floe's commit id `commit_id`.
+fn carrying(table: &Table, commit_id: &str) -> usize {
+    (table.metadata().snapshots())
+        .filter(|s| {
+            s.summary().additional_properties.get("floe.commit-id") == Some(&commit_id.to_owned())
+        })
+        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,25 +235,8 @@ async fn write_stage_commit_once_and_read_back_with_pyiceberg() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_attempts_of_one_commit_racing_land_it_once() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, catalog) = sql_catalog(dir.path()).await;
-    let ident = parse_ident("demo.race").unwrap();
-    let definition = TableDefinition {
-        schema: schema(),
-        partition_by: vec![],
-        properties: HashMap::new(),
-    };
-    let table = ensure_table(catalog.as_ref(), &ident, &definition)
-        .await
-        .unwrap();
-    let mut writer = TableWriter::new(&table, &WriterOptions::default())
-        .await
-        .unwrap();
-    let schema = writer.arrow_schema().clone();
-    writer
-        .write(batch(&schema, &[1, 2, 3, 4], 20_100))
-        .await
-        .unwrap();
-    let files = writer.close().await.unwrap();
+    let (catalog, ident, table) = fresh_table(dir.path(), "race").await;
+    let files = files_of(&table, &[1, 2, 3, 4]).await;
     let req = AppendRequest {
         table: ident.clone(),
         files,
@@ -234,15 +253,11 @@ async fn two_attempts_of_one_commit_racing_land_it_once() {
     let outcomes = [ra.unwrap(), rb.unwrap()];
     assert_eq!(conflicts.load(std::sync::atomic::Ordering::SeqCst), 1);
     let table = catalog.load_table(&ident).await.unwrap();
-    let carrying = table
-        .metadata()
-        .snapshots()
-        .filter(|s| {
-            s.summary().additional_properties.get("floe.commit-id")
-                == Some(&"commit-race".to_owned())
-        })
-        .count();
-    assert_eq!(carrying, 1, "one snapshot per commit id: {outcomes:?}");
+    assert_eq!(
+        carrying(&table, "commit-race"),
+        1,
+        "one snapshot per commit id: {outcomes:?}"
+    );
     assert_eq!(common::total_records(&table), 4, "{outcomes:?}");
     assert_eq!(
         outcomes
@@ -261,27 +276,10 @@ async fn two_attempts_of_one_commit_racing_land_it_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_landed_between_the_check_and_the_attempt_is_not_applied_again() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, catalog) = sql_catalog(dir.path()).await;
-    let ident = parse_ident("demo.between").unwrap();
-    let definition = TableDefinition {
-        schema: schema(),
-        partition_by: vec![],
-        properties: HashMap::new(),
-    };
-    let table = ensure_table(catalog.as_ref(), &ident, &definition)
-        .await
-        .unwrap();
-    let mut writer = TableWriter::new(&table, &WriterOptions::default())
-        .await
-        .unwrap();
-    let schema = writer.arrow_schema().clone();
-    writer
-        .write(batch(&schema, &[1, 2, 3], 20_100))
-        .await
-        .unwrap();
+    let (catalog, ident, table) = fresh_table(dir.path(), "between").await;
     let req = AppendRequest {
         table: ident.clone(),
-        files: writer.close().await.unwrap(),
+        files: files_of(&table, &[1, 2, 3]).await,
         commit_id: "commit-between".into(),
         summary: HashMap::new(),
         deadline: Instant::now() + Duration::from_secs(30),
@@ -292,15 +290,11 @@ async fn a_commit_landed_between_the_check_and_the_attempt_is_not_applied_again(
         .await
         .unwrap();
     let table = catalog.load_table(&ident).await.unwrap();
-    let carrying = table
-        .metadata()
-        .snapshots()
-        .filter(|s| {
-            s.summary().additional_properties.get("floe.commit-id")
-                == Some(&"commit-between".to_owned())
-        })
-        .count();
-    assert_eq!(carrying, 1, "one snapshot per commit id: {outcome:?}");
+    assert_eq!(
+        carrying(&table, "commit-between"),
+        1,
+        "one snapshot per commit id: {outcome:?}"
+    );
     assert_eq!(common::total_records(&table), 3, "{outcome:?}");
     assert!(
         matches!(outcome, AppendOutcome::AlreadyCommitted { .. }),
@@ -315,25 +309,8 @@ async fn a_commit_landed_between_the_check_and_the_attempt_is_not_applied_again(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_taken_by_an_expired_snapshot_is_not_appended_again() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, catalog) = sql_catalog(dir.path()).await;
-    let ident = parse_ident("demo.batches").unwrap();
-    let definition = TableDefinition {
-        schema: schema(),
-        partition_by: vec![],
-        properties: HashMap::new(),
-    };
-    let table = ensure_table(catalog.as_ref(), &ident, &definition)
-        .await
-        .unwrap();
-    let files = |ids: &'static [i64], table: iceberg::table::Table| async move {
-        let mut writer = TableWriter::new(&table, &WriterOptions::default())
-            .await
-            .unwrap();
-        let schema = writer.arrow_schema().clone();
-        writer.write(batch(&schema, ids, 20_100)).await.unwrap();
-        writer.close().await.unwrap()
-    };
-    let taken = files(&[1, 2], table.clone()).await;
+    let (catalog, ident, table) = fresh_table(dir.path(), "batches").await;
+    let taken = files_of(&table, &[1, 2]).await;
     let request = |commit_id: &str, files: Vec<iceberg::spec::DataFile>, batch: Option<&str>| {
         let file_batches = batch.map_or(Vec::new(), |b| vec![b.to_owned(); files.len()]);
         AppendRequest {
@@ -353,7 +330,7 @@ async fn a_batch_taken_by_an_expired_snapshot_is_not_appended_again() {
         .await
         .unwrap();
     let table = catalog.load_table(&ident).await.unwrap();
-    let other = request("commit-other", files(&[3], table).await, None);
+    let other = request("commit-other", files_of(&table, &[3]).await, None);
     floe_iceberg::append_exactly_once(catalog.as_ref(), &other)
         .await
         .unwrap();

@@ -508,36 +508,34 @@ async fn a_takeover_claim_whose_answer_was_lost_does_not_lose_the_object() {
     assert_eq!(ids(&catalog).await, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
 }
 
-/// A committer landed its commit and stopped before marking the batches; a second commit
-/// record naming the same batches is also pending (written by a committer whose lease had run
-/// out while it planned: it stops at its next renewal, but its record stays). The next
-/// committer finishes the records in key order, the stray one first: before, that appended the
-/// batches a second time (found by the protocol simulation, seed 643). Now the append leaves
-/// out batches a snapshot of the table already took, whatever its commit id.
-#[tokio::test]
-async fn a_stray_commit_record_does_not_append_batches_another_commit_landed() {
+/// Stage every batch, then land them with a committer that halts right after its append (its
+/// commit record pending, the batches unmarked), and write a second pending commit record
+/// naming the same batches under an id that sorts first, as a committer whose lease ran out while
+/// it planned leaves one (it stops at its next renewal, but its record stays). `between` runs
+/// after the append, before the stray record is written.
+async fn land_beside_a_stray_record(
+    dir: &Path,
+    catalog: &Arc<dyn Catalog>,
+    between: impl std::future::Future<Output = ()>,
+) {
     use crate::protocol::records::{BatchRecord, commit_prefix};
     use floe_checkpoint::StoreExt;
-    let dir = tempfile::tempdir().unwrap();
-    write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
-    let stager = pipeline(dir.path(), &catalog, Faults::default()).await;
+    let stager = pipeline(dir, catalog, Faults::default()).await;
     let staged = stager.run_once(false).await.unwrap();
     assert!(staged.commits.commits.is_empty(), "{:?}", staged.commits);
-    let batches = stager
-        .checkpoint()
-        .scan_json::<BatchRecord>("batch/")
+    let batches = (stager.checkpoint().scan_json::<BatchRecord>("batch/"))
         .await
         .unwrap();
     let target = batches[0].1.targets.keys().next().unwrap().clone();
     let ids: Vec<String> = batches.iter().map(|(_, b, _)| b.id.clone()).collect();
     {
-        let crashed = pipeline(dir.path(), &catalog, Faults::halt_at("commit.after-append")).await;
+        let crashed = pipeline(dir, catalog, Faults::halt_at("commit.after-append")).await;
         tokio::select! {
             r = crashed.run_once(true) => panic!("the pass ended before the point: {r:?}"),
             () = crashed.faults().halted() => {}
         }
     }
+    between.await;
     let stray = "00000000-0000-7000-8000-000000000000";
     let record = crate::protocol::commit::begin(stray, &target, ids, floe_checkpoint::now_ms());
     let key = format!("{}{stray}", commit_prefix(&target));
@@ -546,94 +544,77 @@ async fn a_stray_commit_record_does_not_append_batches_another_commit_landed() {
         .unwrap()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(LEASE_MS + 10)).await;
-    let p = pipeline(dir.path(), &catalog, Faults::default()).await;
+}
+
+/// Recover with a fresh pipeline: nothing fails, `want` is the table, nothing is left staged.
+async fn recover_to(dir: &Path, catalog: &Arc<dyn Catalog>, want: &[i64]) {
+    let p = pipeline(dir, catalog, Faults::default()).await;
     let run = p.run_once(true).await.unwrap();
     assert!(run.failures().is_empty(), "{:?}", run.failures());
-    assert_eq!(
-        crate::crash_points::ids(&catalog).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9]
-    );
+    assert_eq!(ids(catalog).await, want);
     assert!(p.staged_summary().await.unwrap().is_empty());
 }
 
-/// As above, but the landed commit's committer stopped before recording it done, and table
-/// maintenance expired its snapshot meanwhile (another writer committed after it): the table's
-/// batch check no longer sees which batches that commit took, only that its commit id is in.
-/// Recovery finishes the commits already in the table first, so their batches are marked before
-/// the stray record is looked at.
+/// A committer landed its commit and stopped before marking the batches, and a stray commit
+/// record names the same batches. The next committer finishes the records in key order, the
+/// stray one first: before, that appended the batches a second time (found by the protocol
+/// simulation, seed 643). Now the append leaves out batches the table already took, whatever
+/// the commit id.
 #[tokio::test]
-async fn a_stray_commit_record_recovered_after_the_landed_one_expired_appends_nothing() {
-    use crate::protocol::records::{BatchRecord, commit_prefix};
-    use floe_checkpoint::StoreExt;
-    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+async fn a_stray_commit_record_does_not_append_batches_another_commit_landed() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
     let catalog = memory_catalog(dir.path()).await;
-    let stager = pipeline(dir.path(), &catalog, Faults::default()).await;
-    stager.run_once(false).await.unwrap();
-    let batches = stager
-        .checkpoint()
-        .scan_json::<BatchRecord>("batch/")
-        .await
-        .unwrap();
-    let target = batches[0].1.targets.keys().next().unwrap().clone();
-    let ids: Vec<String> = batches.iter().map(|(_, b, _)| b.id.clone()).collect();
-    {
-        let crashed = pipeline(dir.path(), &catalog, Faults::halt_at("commit.after-append")).await;
-        tokio::select! {
-            r = crashed.run_once(true) => panic!("the pass ended before the point: {r:?}"),
-            () = crashed.faults().halted() => {}
-        }
-    }
-    // Another writer appends a row (id 100), then every snapshot but the current one expires.
-    let ident = TableIdent::from_strs(["t", "events"]).unwrap();
-    let table = catalog.load_table(&ident).await.unwrap();
-    let mut writer =
-        floe_iceberg::TableWriter::new(&table, &floe_iceberg::WriterOptions::default())
+    land_beside_a_stray_record(dir.path(), &catalog, async {}).await;
+    recover_to(dir.path(), &catalog, &[1, 2, 3, 4, 5, 6, 7, 8, 9]).await;
+}
+
+/// As above, but another writer committed after the landed commit and table maintenance expired
+/// its snapshot: no snapshot summary says which batches that commit took. Recovery finishes the
+/// commits already in the table (found by commit id) first, so their batches are marked before
+/// the stray record is looked at (and the table's `floe.batch-ids` names them as well).
+#[tokio::test]
+async fn a_stray_commit_record_recovered_after_the_landed_one_expired_appends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let expire = async {
+        // Another writer appends a row (id 100), then every snapshot but the current one expires.
+        use iceberg::transaction::{ApplyTransactionAction, Transaction};
+        let ident = TableIdent::from_strs(["t", "events"]).unwrap();
+        let table = catalog.load_table(&ident).await.unwrap();
+        let options = floe_iceberg::WriterOptions::default();
+        let mut writer = floe_iceberg::TableWriter::new(&table, &options)
             .await
             .unwrap();
-    let line = std::io::Cursor::new(b"{\"id\":100,\"v\":\"x100\"}\n".to_vec());
-    let mut reader = arrow_json::ReaderBuilder::new(writer.arrow_schema().clone())
-        .build(line)
-        .unwrap();
-    writer.write(reader.next().unwrap().unwrap()).await.unwrap();
-    let other = floe_iceberg::AppendRequest {
-        table: ident.clone(),
-        files: writer.close().await.unwrap(),
-        commit_id: "another-writer".into(),
-        summary: HashMap::new(),
-        deadline: std::time::Instant::now() + Duration::from_secs(30),
-        file_batches: Vec::new(),
+        let line = std::io::Cursor::new(b"{\"id\":100,\"v\":\"x100\"}\n".to_vec());
+        let mut reader = arrow_json::ReaderBuilder::new(writer.arrow_schema().clone())
+            .build(line)
+            .unwrap();
+        writer.write(reader.next().unwrap().unwrap()).await.unwrap();
+        let other = floe_iceberg::AppendRequest {
+            table: ident.clone(),
+            files: writer.close().await.unwrap(),
+            commit_id: "another-writer".into(),
+            summary: HashMap::new(),
+            deadline: std::time::Instant::now() + Duration::from_secs(30),
+            file_batches: Vec::new(),
+        };
+        floe_iceberg::append_exactly_once(catalog.as_ref(), &other)
+            .await
+            .unwrap();
+        let table = catalog.load_table(&ident).await.unwrap();
+        let tx = Transaction::new(&table);
+        let tx = (tx.expire_snapshots())
+            .expire_older_than_ms(i64::MAX)
+            .retain_last(1)
+            .apply(tx)
+            .unwrap();
+        let table = tx.commit(catalog.as_ref()).await.unwrap();
+        assert_eq!(table.metadata().snapshots().count(), 1);
     };
-    floe_iceberg::append_exactly_once(catalog.as_ref(), &other)
-        .await
-        .unwrap();
-    let table = catalog.load_table(&ident).await.unwrap();
-    let tx = Transaction::new(&table);
-    let tx = (tx.expire_snapshots())
-        .expire_older_than_ms(i64::MAX)
-        .retain_last(1)
-        .apply(tx)
-        .unwrap();
-    let table = tx.commit(catalog.as_ref()).await.unwrap();
-    assert_eq!(table.metadata().snapshots().count(), 1);
-
-    let stray = "00000000-0000-7000-8000-000000000000";
-    let record = crate::protocol::commit::begin(stray, &target, ids, floe_checkpoint::now_ms());
-    let key = format!("{}{stray}", commit_prefix(&target));
-    (stager.checkpoint().insert_json(&key, &record, None))
-        .await
-        .unwrap()
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(LEASE_MS + 10)).await;
-    let p = pipeline(dir.path(), &catalog, Faults::default()).await;
-    let run = p.run_once(true).await.unwrap();
-    assert!(run.failures().is_empty(), "{:?}", run.failures());
-    assert_eq!(
-        crate::crash_points::ids(&catalog).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 100]
-    );
-    assert!(p.staged_summary().await.unwrap().is_empty());
+    land_beside_a_stray_record(dir.path(), &catalog, expire).await;
+    recover_to(dir.path(), &catalog, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 100]).await;
 }
 
 /// An instance stopped right after opening its batch (✗1): nothing refers to the batch, so no

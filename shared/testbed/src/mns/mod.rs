@@ -29,3 +29,33 @@ mod server;
 mod xml;
 
 pub use server::{MnsEmulator, MnsEmulatorConfig, RecordedRequest};
+
+/// The JSON body OSS sends for an `ObjectCreated:PutObject` of `key` (ETag `etag`, `size` bytes)
+/// in `bucket` of `region` at `time_ms` (raw; OSS itself base64-encodes it into the message).
+pub fn oss_put_event(
+    region: &str,
+    bucket: &str,
+    key: &str,
+    etag: &str,
+    size: u64,
+    time_ms: i64,
+) -> String {
+    let time = chrono::DateTime::from_timestamp_millis(time_ms).expect("a time in range");
+    serde_json::json!({"events": [{
+        "eventName": "ObjectCreated:PutObject",
+        "eventSource": "acs:oss",
+        "eventTime": time.to_rfc3339(),
+        "eventVersion": "1.0",
+        "oss": {
+            "bucket": {"arn": format!("acs:oss:{region}:1234567890:{bucket}"), "name": bucket, "ownerIdentity": "1234567890"},
+            "object": {"deltaSize": size, "eTag": etag, "key": key, "size": size},
+            "ossSchemaVersion": "1.0",
+            "ruleId": "floe"
+        },
+        "region": region,
+        "requestParameters": {"sourceIPAddress": "10.0.0.1"},
+        "responseElements": {"requestId": "5F2A"},
+        "userIdentity": {"principalId": "1234567890"}
+    }]})
+    .to_string()
+}
