@@ -85,7 +85,13 @@ pub struct FoundCommit {
 /// Whether `table` holds the commit `commit_id`: a snapshot of its current lineage whose
 /// summary carries the id, or else the id among the table's recent commit ids.
 pub fn find_commit(table: &Table, commit_id: &str) -> Option<FoundCommit> {
-    if let Some(id) = find_snapshot(table, commit_id) {
+    let lineage = walk_lineage(table, commit_id, &BTreeSet::new());
+    found(table, commit_id, &lineage)
+}
+
+/// [`find_commit`]'s answer from a walk of the lineage already made.
+fn found(table: &Table, commit_id: &str, lineage: &Lineage) -> Option<FoundCommit> {
+    if let Some(id) = lineage.snapshot {
         return Some(FoundCommit {
             snapshot_id: Some(id),
         });
@@ -116,59 +122,41 @@ fn with_ids<'a>(table: &'a Table, prop: &str, added: &[&'a str], keep: usize) ->
     ids[start..].join(",")
 }
 
-/// The snapshot in `table`'s current lineage whose summary carries `commit_id`, if any.
-fn find_snapshot(table: &Table, commit_id: &str) -> Option<i64> {
-    let metadata = table.metadata();
-    let mut next = metadata.current_snapshot().map(|s| s.snapshot_id());
-    let mut seen = 0usize;
-    while let Some(id) = next {
-        let snapshot = metadata.snapshot_by_id(id)?;
-        if snapshot
-            .summary()
-            .additional_properties
-            .get(COMMIT_ID_PROP)
-            .map(String::as_str)
-            == Some(commit_id)
-        {
-            return Some(id);
-        }
-        next = snapshot.parent_snapshot_id();
-        seen += 1;
-        if seen > 100_000 {
-            break; // a cycle would be a corrupt table; do not loop forever
-        }
-    }
-    None
+/// What one walk of a table's current lineage found.
+struct Lineage {
+    /// The snapshot whose summary carries the commit id looked for.
+    snapshot: Option<i64>,
+    /// Of the batches looked for, those a snapshot's [`CHECKPOINT_PROP`] summary names (only
+    /// the snapshots newer than the commit's, when it was found).
+    taken: BTreeSet<String>,
 }
 
-/// The batches among `wanted` that the table already took, whatever the commit id: named in the
-/// [`CHECKPOINT_PROP`] summary of a snapshot of its current lineage, or among
-/// [`BATCH_IDS_PROP`].
-fn batches_in(table: &Table, wanted: &BTreeSet<&str>) -> BTreeSet<String> {
-    if wanted.is_empty() {
-        return BTreeSet::new();
-    }
+/// Walk `table`'s current lineage, newest first, once: for the snapshot carrying `commit_id`
+/// (the walk stops there) and for the batches among `wanted` that snapshots already took,
+/// whatever their commit id.
+fn walk_lineage(table: &Table, commit_id: &str, wanted: &BTreeSet<&str>) -> Lineage {
     let metadata = table.metadata();
-    let mut taken: BTreeSet<String> = recent_ids(table, BATCH_IDS_PROP)
-        .filter(|b| wanted.contains(b))
-        .map(str::to_owned)
-        .collect();
+    let mut lineage = Lineage {
+        snapshot: None,
+        taken: BTreeSet::new(),
+    };
     let mut next = metadata.current_snapshot().map(|s| s.snapshot_id());
     let mut seen = 0usize;
     while let Some(id) = next {
         let Some(snapshot) = metadata.snapshot_by_id(id) else {
             break;
         };
-        let summary = snapshot
-            .summary()
-            .additional_properties
-            .get(CHECKPOINT_PROP);
-        if let Some(text) = summary
+        let summary = &snapshot.summary().additional_properties;
+        if summary.get(COMMIT_ID_PROP).map(String::as_str) == Some(commit_id) {
+            lineage.snapshot = Some(id);
+            break;
+        }
+        if let Some(text) = summary.get(CHECKPOINT_PROP)
             && wanted.iter().any(|b| text.contains(b))
             && let Ok(checkpoint) = serde_json::from_str::<serde_json::Value>(text)
         {
             let named = checkpoint["batches"].as_array().into_iter().flatten();
-            taken.extend(
+            lineage.taken.extend(
                 named
                     .filter_map(|b| b.as_str())
                     .filter(|b| wanted.contains(b))
@@ -178,10 +166,10 @@ fn batches_in(table: &Table, wanted: &BTreeSet<&str>) -> BTreeSet<String> {
         next = snapshot.parent_snapshot_id();
         seen += 1;
         if seen > 100_000 {
-            break;
+            break; // a cycle would be a corrupt table; do not loop forever
         }
     }
-    taken
+    lineage
 }
 
 /// What one attempt appends: the request's files and summary without the files of batches the
@@ -193,10 +181,20 @@ struct Attempt {
     batches: BTreeSet<String>,
 }
 
-fn without_taken(table: &Table, req: &AppendRequest) -> Attempt {
+/// `taken`: what the walk of the lineage found; the batches [`BATCH_IDS_PROP`] names are added
+/// (it outlives snapshot expiry).
+fn without_taken(
+    table: &Table,
+    req: &AppendRequest,
+    wanted: &BTreeSet<&str>,
+    mut taken: BTreeSet<String>,
+) -> Attempt {
     let mut summary = req.summary.clone();
-    let wanted: BTreeSet<&str> = req.file_batches.iter().map(String::as_str).collect();
-    let taken = batches_in(table, &wanted);
+    taken.extend(
+        recent_ids(table, BATCH_IDS_PROP)
+            .filter(|b| wanted.contains(b))
+            .map(str::to_owned),
+    );
     let batches: BTreeSet<String> = (wanted.iter())
         .filter(|b| !taken.contains(**b))
         .map(|b| (*b).to_owned())
@@ -284,7 +282,11 @@ pub async fn append_with_hook(
                 format!("table {} does not exist", req.table),
             )
         })?;
-        if let Some(found) = find_commit(&table, &req.commit_id) {
+        // One walk of the history answers both "is this commit in?" and "which of its
+        // batches are?".
+        let wanted: BTreeSet<&str> = req.file_batches.iter().map(String::as_str).collect();
+        let lineage = walk_lineage(&table, &req.commit_id, &wanted);
+        if let Some(found) = found(&table, &req.commit_id, &lineage) {
             return Ok(AppendOutcome::AlreadyCommitted {
                 snapshot_id: found.snapshot_id,
             });
@@ -293,7 +295,7 @@ pub async fn append_with_hook(
             files,
             mut summary,
             batches,
-        } = without_taken(&table, req);
+        } = without_taken(&table, req, &wanted, lineage.taken);
         if files.is_empty() {
             return Ok(AppendOutcome::AlreadyCommitted { snapshot_id: None });
         }
@@ -326,7 +328,7 @@ pub async fn append_with_hook(
         let err = match result {
             Ok(_) if lost => Error::new(ErrorKind::StateUnknown, "the commit's answer was lost"),
             Ok(t) => {
-                let snapshot_id = find_snapshot(&t, &req.commit_id)
+                let snapshot_id = (walk_lineage(&t, &req.commit_id, &BTreeSet::new()).snapshot)
                     .or_else(|| t.metadata().current_snapshot_id())
                     .ok_or_else(|| {
                         Error::unexpected("commit returned a table without a current snapshot")
