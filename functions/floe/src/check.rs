@@ -22,13 +22,18 @@ pub async fn check(args: ConfigCheckArgs) -> Result<ExitCode> {
         println!("reached: checkpoint table (conditional writes honoured)");
         pipeline.check_source().await?;
         println!("reached: source");
-        pipeline
-            .catalog()
-            .list_namespaces(None)
-            .await
-            .map_err(from_iceberg)
-            .map_err(|e| e.while_doing("failed to list the catalog's namespaces"))?;
-        println!("reached: catalog {}", pipeline.catalog_name());
+        if pipeline.config().opens_iceberg_catalog() {
+            pipeline
+                .catalog()
+                .list_namespaces(None)
+                .await
+                .map_err(from_iceberg)
+                .map_err(|e| e.while_doing("failed to list the catalog's namespaces"))?;
+            println!("reached: catalog {}", pipeline.catalog_name());
+        }
+        if let Some(root) = pipeline.check_staging().await? {
+            println!("reached: staging location {root} (written and deleted a file)");
+        }
     }
     println!("ok: {}", args.config.config.display());
     Ok(ExitCode::SUCCESS)
@@ -66,16 +71,20 @@ fn describe(c: &FloeConfig) -> Vec<String> {
         }
     });
     let catalog = &c.catalog;
-    out.push(format!(
-        "iceberg: catalog `{}` ({:?}){}",
-        catalog.name,
-        catalog.kind,
-        catalog
-            .props
-            .get("warehouse")
-            .map(|w| format!(", warehouse {w}"))
-            .unwrap_or_default()
-    ));
+    if !c.opens_iceberg_catalog() {
+        out.push("iceberg: no catalog (no route targets iceberg)".to_owned());
+    } else {
+        out.push(format!(
+            "iceberg: catalog `{}` ({:?}){}",
+            catalog.name,
+            catalog.kind,
+            catalog
+                .props
+                .get("warehouse")
+                .map(|w| format!(", warehouse {w}"))
+                .unwrap_or_default()
+        ));
+    }
     out.push(match &c.checkpoint {
         CheckpointConfig::Sqlite { path } => format!("checkpoint: sqlite {}", path.display()),
         CheckpointConfig::ObjectStore {

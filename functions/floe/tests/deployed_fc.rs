@@ -107,6 +107,11 @@ struct Stack {
 
 impl Stack {
     async fn start() -> Stack {
+        Self::start_with_targets("[\"iceberg\", \"maxcompute\"]").await
+    }
+
+    /// The stack with the route's `targets` set to `targets` (`routeTargets` of `s.yaml`).
+    async fn start_with_targets(targets: &str) -> Stack {
         // OSS: s3s-fs behind the one-request-at-a-time front (atomic conditional writes).
         let s3s = S3sFs::start().await.expect("start s3s-fs");
         for b in [SOURCE, STATE] {
@@ -149,7 +154,7 @@ impl Stack {
             ("mnsEndpoint", mns.endpoint().to_owned()),
             ("catalogUri", gate.endpoint().to_owned()),
             ("routeTable", "bronze.events".to_owned()),
-            ("routeTargets", "[\"iceberg\", \"maxcompute\"]".to_owned()),
+            ("routeTargets", targets.to_owned()),
             ("maxcompute", maxcompute),
         ];
         let mut args: Vec<String> = [
@@ -214,6 +219,14 @@ impl Stack {
         ids
     }
 
+    /// The configuration `s.yaml` hands the functions.
+    fn deployed_config(&self) -> String {
+        self.rendered["functions"]["ingest"]["env"]["FLOE_CONFIG_TOML"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     /// Accept only the role's keys with `token` from now on, everywhere.
     fn reissue(&self, token: &str) {
         self.oss.set_required_security_token(Some(token));
@@ -266,29 +279,11 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
 
     // `floe config check --connect` with the deployed configuration reaches the MNS queue, the
     // buckets and the catalog; a queue that is not there is named.
-    let check = |toml: &str| {
-        let admin = tempfile::tempdir().unwrap();
-        std::fs::write(admin.path().join("floe.toml"), toml).unwrap();
-        let out = std::process::Command::new(OWN)
-            .current_dir(admin.path())
-            .args(["config", "check", "--connect", "--config", "floe.toml"])
-            .envs(fc_env(Vec::new(), "operator"))
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
-    };
-    let toml = stack.rendered["functions"]["ingest"]["env"]["FLOE_CONFIG_TOML"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let (code, out) = check(&toml);
+    let toml = stack.deployed_config();
+    let (code, out) = config_check(&toml);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("reached: catalog"), "{out}");
-    let (code, out) = check(&toml.replace(
+    let (code, out) = config_check(&toml.replace(
         &format!("queue-name = \"{QUEUE}\""),
         "queue-name = \"no-such-queue\"",
     ));
@@ -450,6 +445,91 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
             "a function wrote {name} to its disk"
         );
     }
+}
+
+/// `floe config check --connect` of `toml`, run as an operator with the role's keys: (exit
+/// code, output).
+fn config_check(toml: &str) -> (Option<i32>, String) {
+    let admin = tempfile::tempdir().unwrap();
+    std::fs::write(admin.path().join("floe.toml"), toml).unwrap();
+    let out = std::process::Command::new(OWN)
+        .current_dir(admin.path())
+        .args(["config", "check", "--connect", "--config", "floe.toml"])
+        .envs(fc_env(Vec::new(), "operator"))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fc_stack_with_maxcompute_only_stages_in_the_state_bucket_not_the_catalog() {
+    let stack = Stack::start_with_targets("[\"maxcompute\"]").await;
+    let (code, out) = config_check(&stack.deployed_config());
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("reached: staging location oss://floe-state/floe/staging"),
+        "{out}"
+    );
+    let ingest = stack.spawn("ingest");
+    let a = put(&stack.source, "orders/a.ndjson", 0..3).await;
+    let b = put(&stack.source, "orders/b.ndjson", 3..5).await;
+    let out = invoke(
+        &ingest,
+        "fc-oss-1",
+        json!({ "events": [a, b] }).to_string().as_bytes(),
+    );
+    assert_eq!(out["rows"], 5, "{out}\n{}", ingest.log_tail());
+    drop(ingest);
+
+    // The staged Parquet files wait in the state bucket, beside the checkpoint table; the
+    // catalog holds no table made only to stage them.
+    let staged = stack.state.list("floe/staging/", None, 100).await.unwrap();
+    assert!(
+        !staged.objects.is_empty() && staged.objects.iter().all(|o| o.key.ends_with(".parquet")),
+        "{:?}",
+        staged.objects
+    );
+    let lakana_files = files_under(&stack.lakana.warehouse_dir());
+    assert!(
+        lakana_files.is_empty(),
+        "the catalog got files for a route without an iceberg target: {lakana_files:?}"
+    );
+
+    let commit = stack.spawn("commit");
+    let out = invoke(&commit, "fc-commit-1", br#"{"force":true}"#);
+    assert_eq!(
+        committed_rows(&out, &commit.log_tail()),
+        5,
+        "{out}\n{}",
+        commit.log_tail()
+    );
+    drop(commit);
+    let rows = stack.mc.rows(&format!("{PROJECT}.events"), None).unwrap();
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    let left = stack.state.list("floe/staging/", None, 100).await.unwrap();
+    assert!(
+        left.objects.is_empty(),
+        "staged files left after the commit: {:?}",
+        left.objects
+    );
+    assert!(files_under(&stack.lakana.warehouse_dir()).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

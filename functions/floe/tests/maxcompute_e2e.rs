@@ -213,19 +213,11 @@ impl Stand {
     }
 
     fn parquet_files(&self) -> Vec<PathBuf> {
-        fn walk(p: &Path, out: &mut Vec<PathBuf>) {
-            for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
-                let path = e.path();
-                if path.is_dir() {
-                    walk(&path, out);
-                } else if path.extension().is_some_and(|x| x == "parquet") {
-                    out.push(path);
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(&self.path().join("warehouse"), &mut out);
-        out
+        walkdir(&self.path().join("warehouse"))
+            .into_iter()
+            .filter(|p| p.ends_with(".parquet"))
+            .map(PathBuf::from)
+            .collect()
     }
 
     /// Upload sessions created so far.
@@ -316,6 +308,65 @@ fn appends_into_a_table_it_creates_and_keeps_no_staging_files() {
     let again = s.run();
     assert!(again.contains("nothing changed"), "{again}");
     assert_eq!(s.rows("events", None).len(), 5);
+}
+
+#[test]
+fn a_maxcompute_only_configuration_needs_no_iceberg_catalog() {
+    let mut s = Stand::new();
+    s.env_credentials = true;
+    s.config("table_name = \"events\"", &people_route("events/"));
+    // No [iceberg] section at all, and the staged files kept where the configuration says.
+    let path = s.path().join("floe.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(
+            "[iceberg]\ncatalog.type = \"sql\"\ncatalog.uri = \"catalog.db\"\ncatalog.warehouse = \"warehouse\"\n",
+            "",
+        )
+        .replace(
+            "table_name = \"events\"",
+            "table_name = \"events\"\nstaging-location = \"stage\"",
+        );
+    assert!(!text.contains("[iceberg]"), "{text}");
+    std::fs::write(&path, text).unwrap();
+    s.put("events/a.ndjson", &ndjson(&[(1, "ann"), (2, "bob")]));
+
+    // Staged but not committed: the files wait under the staging location.
+    let (code, out, err) = s.floe(Some("commit.mc.after-session"));
+    assert_ne!(code, 0, "{out}\n{err}");
+    let staged: Vec<_> = walkdir(&s.path().join("stage"));
+    assert!(
+        !staged.is_empty()
+            && staged
+                .iter()
+                .all(|p| p.contains("/floe_staging/events/data/")),
+        "{staged:?}"
+    );
+
+    let out = s.run();
+    assert!(out.contains("committed proj.events"), "{out}");
+    assert_eq!(s.rows("events", None), people(&[(1, "ann"), (2, "bob")]));
+    assert!(walkdir(&s.path().join("stage")).is_empty());
+    for made in ["catalog.db", "warehouse"] {
+        assert!(
+            !s.path().join(made).exists(),
+            "{made} was created for a configuration without an iceberg target"
+        );
+    }
+}
+
+/// The files under `dir`, recursively.
+fn walkdir(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walkdir(&p));
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+    out
 }
 
 #[test]

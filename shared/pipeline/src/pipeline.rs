@@ -19,6 +19,7 @@ use crate::sources::stores::{
     BucketStores, SingleStore, StoreResolver, open_object_store_checkpoint, open_s3,
 };
 use crate::targets::commit::CommitReport;
+use crate::targets::staging::{StagingArea, StagingCatalog};
 use crate::targets::{Committer, TargetId};
 
 /// What progress reports.
@@ -56,6 +57,8 @@ pub struct Pipeline {
     pub(crate) stores: Arc<dyn StoreResolver>,
     pub(crate) dead_letters: Arc<dyn ObjectStore>,
     pub(crate) catalog: Arc<dyn Catalog>,
+    /// The staging tables of routes whose only target is MaxCompute (None when no route is).
+    pub(crate) staging: Option<Arc<StagingCatalog>>,
     /// The catalog's name (part of target ids).
     pub(crate) catalog_name: String,
     pub(crate) router: Router,
@@ -127,11 +130,20 @@ impl PipelineBuilder {
         };
         let (stores, dedupe_ttl, cloud) = open_source(&config, &checkpoint).await?;
         let dead_letters = open_dead_letters(&config.dead_letter).await?;
-        let catalog = match self.catalog {
+        let catalog: Arc<dyn Catalog> = match self.catalog {
             Some(c) => c,
+            None if !config.opens_iceberg_catalog() => {
+                Arc::new(crate::targets::staging::NoIcebergCatalog)
+            }
             None => floe_iceberg::open_catalog(&config.catalog).await?,
         };
         let router = Router::new(&config.routes)?;
+        let staging = if config.stages_without_iceberg() {
+            let area = StagingArea::from_config(&config)?;
+            Some(Arc::new(StagingCatalog::new(checkpoint.clone(), area)))
+        } else {
+            None
+        };
         let maxcompute = config
             .maxcompute
             .clone()
@@ -143,6 +155,7 @@ impl PipelineBuilder {
             stores,
             dead_letters,
             catalog,
+            staging,
             router,
             faults: self.faults.unwrap_or_else(Faults::from_env),
             owner: crate::host::this_process(),
@@ -202,6 +215,7 @@ impl Pipeline {
         Committer {
             checkpoint: &self.checkpoint,
             catalog: &self.catalog,
+            staging: self.staging.as_deref(),
             dead_letters: &self.dead_letters,
             faults: &self.faults,
             owner: &self.owner,
@@ -246,6 +260,34 @@ impl Pipeline {
     /// The Iceberg catalog.
     pub fn catalog(&self) -> &Arc<dyn Catalog> {
         &self.catalog
+    }
+
+    /// The catalog holding `route`'s table: the Iceberg catalog, or the staging catalog for a
+    /// route whose only target is MaxCompute (see [`crate::targets::staging`]).
+    pub fn catalog_for(&self, route: &crate::config::RouteConfig) -> Result<&dyn Catalog> {
+        if route.targets.iceberg {
+            return Ok(self.catalog.as_ref());
+        }
+        match &self.staging {
+            Some(s) => Ok(s.as_ref()),
+            None => Err(floe_core::Error::unexpected(format!(
+                "route {} has no iceberg target but no staging catalog was opened",
+                route.name
+            ))),
+        }
+    }
+
+    /// Write and delete a file under the staging location (`floe config check --connect`):
+    /// its root, or `None` when no route stages there.
+    pub async fn check_staging(&self) -> Result<Option<String>> {
+        match &self.staging {
+            Some(s) => s
+                .area()
+                .probe()
+                .await
+                .map(|()| Some(s.area().root().to_owned())),
+            None => Ok(None),
+        }
     }
 
     /// The catalog's name.

@@ -36,6 +36,7 @@
 //! | `tunnel_endpoint` | asked of the service | tunnel URL |
 //! | `tunnel_name` | none | tunnel quota |
 //! | `insert_strategy` | `upload` | `upsert` sends every row through an upsert session (primary key needed) |
+//! | `staging-location` | beside the checkpoint | floe's own: where routes whose only target is MaxCompute stage their Parquet files, see [`crate::targets::staging`] |
 //! | `multi_table_sink_replica` | 1 | accepted for compatibility; floe commits each table from one committer at a time (its lease) |
 //!
 //! Which session a commit uses: an upsert session when `insert_strategy = upsert`, or when the
@@ -53,8 +54,8 @@ use super::opts::Opts;
 /// The placeholders a route can fill (see [`crate::route`]).
 const PLACEHOLDERS: [&str; 4] = ["bucket", "prefix", "table_name", "dir"];
 
-/// The Iceberg namespace of the tables that hold the staged files of routes whose only target is
-/// MaxCompute (when the route names no `table`).
+/// The namespace of the staging tables (see [`crate::targets::staging`]) that hold the staged
+/// files of routes whose only target is MaxCompute (when the route names no `table`).
 pub const STAGING_NAMESPACE: &str = "floe_staging";
 
 /// A route's targets (`targets = ["iceberg", "maxcompute"]`; default `["iceberg"]`).
@@ -288,10 +289,11 @@ pub fn route_targets(
 }
 
 /// The `table` of a route that names none: only a route without an Iceberg target may leave it
-/// out. Its staged Parquet files still need a table to live in (the writer stack, the schema
-/// decided once on first use, the catalog's storage and credentials are all the table's), so
-/// they go to `floe_staging.<the MaxCompute table name>`: an Iceberg table floe creates and never
-/// commits to (its files are deleted once MaxCompute has them).
+/// out. Its staged Parquet files still need a table to be written as (the writer stack, the
+/// schema decided once on first use), so they go to the staging table
+/// `floe_staging.<the MaxCompute table name>`, kept in the checkpoint table rather than any
+/// Iceberg catalog (see [`crate::targets::staging`]); its files are deleted once MaxCompute has
+/// them.
 pub fn default_table(o: &Opts<'_>, targets: &RouteTargets) -> Result<String> {
     match &targets.maxcompute {
         Some(m) if !targets.iceberg => Ok(format!("{STAGING_NAMESPACE}.{}", m.table_name)),

@@ -85,6 +85,9 @@ pub struct FloeConfig {
     pub routes: Vec<RouteConfig>,
     /// `[maxcompute]`: the MaxCompute target's options (see [`maxcompute`]).
     pub maxcompute: Option<MaxComputeSinkConfig>,
+    /// `[maxcompute] staging-location`: where routes whose only target is MaxCompute stage
+    /// their files (default: see [`crate::targets::staging`]).
+    pub staging_location: Option<String>,
 }
 
 /// `[source]`.
@@ -297,6 +300,18 @@ pub struct RouteConfig {
 }
 
 impl FloeConfig {
+    /// Whether an Iceberg catalog is opened: when a route targets Iceberg, or `[iceberg]`
+    /// configures one (files staged into its tables before the staging catalog existed are
+    /// still read from it). A configuration whose routes all target MaxCompute only needs none.
+    pub fn opens_iceberg_catalog(&self) -> bool {
+        !self.catalog.props.is_empty() || self.routes.iter().any(|r| r.targets.iceberg)
+    }
+
+    /// Whether some route stages into the staging catalog (its only target is MaxCompute).
+    pub fn stages_without_iceberg(&self) -> bool {
+        self.routes.iter().any(|r| !r.targets.iceberg)
+    }
+
     /// Read and validate the file at `path` (TOML, or Java properties for `*.properties`).
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| {
@@ -487,14 +502,15 @@ impl FloeConfig {
         o.finish()?;
 
         // [maxcompute]
-        let maxcompute = match raw.sections.get("maxcompute") {
+        let (maxcompute, staging_location) = match raw.sections.get("maxcompute") {
             Some(s) => {
                 let o = Opts::new("maxcompute", s);
                 let config = maxcompute::section(&o)?;
+                let staging = o.string("staging-location")?;
                 o.finish()?;
-                Some(config)
+                (Some(config), staging)
             }
-            None => None,
+            None => (None, None),
         };
 
         // [[routes]]
@@ -535,6 +551,7 @@ impl FloeConfig {
             dead_letter,
             routes,
             maxcompute,
+            staging_location,
         })
     }
 }

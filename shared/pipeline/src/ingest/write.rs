@@ -379,29 +379,16 @@ impl Pipeline {
                 staged.push(StagedFile::new(&slot.table, f)?);
             }
             run.report.files += staged.len();
-            if self.router.config(slot.route).targets.iceberg {
-                add_files(
-                    &mut targets,
-                    TargetId::iceberg(&self.catalog_name, &slot.table_name),
-                    &slot.table_name,
-                    &staged,
-                    None,
-                );
-            }
-            if let Some(name) = &slot.maxcompute {
-                let (target, detail) = crate::targets::maxcompute::staging(
-                    self.router.config(slot.route),
-                    self.config.maxcompute.as_ref(),
-                    name,
-                    &arrow,
-                )?;
-                add_files(
-                    &mut targets,
-                    target,
-                    &slot.table_name,
-                    &staged,
-                    Some(detail),
-                );
+            let staged_as = crate::targets::stage(
+                self.router.config(slot.route),
+                &self.catalog_name,
+                &slot.table_name,
+                slot.maxcompute.as_deref(),
+                self.config.maxcompute.as_ref(),
+                &arrow,
+            )?;
+            for (target, detail) in staged_as {
+                add_files(&mut targets, target, &slot.table_name, &staged, detail);
             }
         }
         Ok(targets)
@@ -435,7 +422,7 @@ impl Pipeline {
             return Ok(());
         }
         let ident = parse_ident(&slot.table_name).map_err(unreadable)?;
-        let table = add_missing_columns(self.catalog.as_ref(), &ident, &missing).await?;
+        let table = add_missing_columns(self.catalog_for(route)?, &ident, &missing).await?;
         slot.generation += 1;
         let prefix = format!("{}-s{}", slot.prefix, slot.generation);
         let writer = TableWriter::new(&table, &self.writer_options(&prefix)).await?;
@@ -456,7 +443,8 @@ impl Pipeline {
         table: &str,
     ) -> Result<Table> {
         let ident = parse_ident(table).map_err(unreadable)?;
-        if let Some(t) = floe_iceberg::load_table(self.catalog.as_ref(), &ident).await? {
+        let catalog = self.catalog_for(route)?;
+        if let Some(t) = floe_iceberg::load_table(catalog, &ident).await? {
             return Ok(t);
         }
         let schema = table_schema_for(store, change, route).await?;
@@ -465,7 +453,7 @@ impl Pipeline {
             partition_by: route.partition_by.clone(),
             properties: crate::targets::maxcompute::staging_properties(route),
         };
-        ensure_table(self.catalog.as_ref(), &ident, &definition)
+        ensure_table(catalog, &ident, &definition)
             .await
             .map_err(|e| match e.kind() {
                 ErrorKind::Config | ErrorKind::InvalidInput => unreadable(e),

@@ -15,8 +15,8 @@
 //! compare-and-set, so any number of ingest and commit instances may run at once. Data files are
 //! written once, straight into each table's data folder; only their commit makes them visible.
 //! Every target of a batch commits the same files: Iceberg appends them, MaxCompute uploads
-//! their rows (`crate::maxcompute`); a route whose only target is MaxCompute stages into a
-//! `floe_staging.*` table that is never committed to.
+//! their rows (`crate::maxcompute`); a route whose only target is MaxCompute stages under the
+//! staging location, into a table kept in the checkpoint table (`crate::targets::staging`).
 //!
 //! ```text
 //!  INGEST (any number at once)                         checkpoint table

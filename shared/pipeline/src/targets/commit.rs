@@ -91,6 +91,8 @@ pub(crate) struct HeldLease {
 pub struct Committer<'a> {
     pub(crate) checkpoint: &'a Arc<dyn CheckpointStore>,
     pub(crate) catalog: &'a Arc<dyn Catalog>,
+    /// The staging tables of MaxCompute-only routes (see [`super::staging`]).
+    pub(crate) staging: Option<&'a super::staging::StagingCatalog>,
     pub(crate) dead_letters: &'a Arc<dyn ObjectStore>,
     pub(crate) faults: &'a Faults,
     pub(crate) owner: &'a Owner,

@@ -5,16 +5,18 @@
 //!   the target's lease, through the [`Target`] seam below.
 //! - [`iceberg`]: an Iceberg table: the files appended in one snapshot.
 //! - [`maxcompute`]: a MaxCompute table: the files' rows uploaded in one tunnel session.
+//! - [`staging`]: where a MaxCompute-only route stages its files, without an Iceberg table.
 //!
 //! A target answers two questions for the committer: is this commit in ([`Target::is_in`]),
-//! and commit these staged files under this commit id ([`Target::commit`]). What it needs
-//! staged besides the Parquet files (a MaxCompute target's table and route options) is recorded
-//! with the batch when it stages.
+//! and commit these staged files under this commit id ([`Target::commit`]). Before that, when a
+//! batch stages, [`stage`] says which targets its files are for and what each needs recorded
+//! with them besides the Parquet files (a MaxCompute target's table and route options).
 
 pub mod commit;
 pub mod iceberg;
 pub mod id;
 pub mod maxcompute;
+pub mod staging;
 
 use floe_checkpoint::Version;
 use floe_core::Result;
@@ -22,7 +24,10 @@ use floe_core::Result;
 pub use commit::Committer;
 pub use id::TargetId;
 
-use crate::protocol::records::{BatchRecord, CommitRecord};
+use crate::config::RouteConfig;
+use crate::protocol::records::{BatchRecord, CommitRecord, StagedMaxCompute};
+use arrow_schema::SchemaRef;
+use floe_maxcompute::MaxComputeSinkConfig;
 
 /// What a target holds once a commit is in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,6 +53,29 @@ pub struct PendingCommit<'a> {
     pub files: usize,
     /// Rows in them.
     pub rows: u64,
+}
+
+/// What the files of one writer are staged as: an entry per target of `route` (its Iceberg
+/// table `table` of catalog `catalog`, and its MaxCompute table `maxcompute` as resolved for the
+/// writer's objects), each with what that target needs recorded beside the files to commit them
+/// later without the configuration that staged them; `arrow` is the files' schema.
+pub fn stage(
+    route: &RouteConfig,
+    catalog: &str,
+    table: &str,
+    maxcompute: Option<&str>,
+    maxcompute_config: Option<&MaxComputeSinkConfig>,
+    arrow: &SchemaRef,
+) -> Result<Vec<(TargetId, Option<StagedMaxCompute>)>> {
+    let mut out = Vec::new();
+    if route.targets.iceberg {
+        out.push((TargetId::iceberg(catalog, table), None));
+    }
+    if let Some(name) = maxcompute {
+        let (target, detail) = maxcompute::staging(route, maxcompute_config, name, arrow)?;
+        out.push((target, Some(detail)));
+    }
+    Ok(out)
 }
 
 /// One destination table; see the module doc.

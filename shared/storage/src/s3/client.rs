@@ -30,7 +30,7 @@ const OSS_ENV: [(&str, &str, &str); 2] = [
 /// Keys from the configuration (static), or for OSS the platform's (Function Compute's latest
 /// per-invocation keys, else `ALIBABA_CLOUD_*` read now), else the OSS SDKs' variables
 /// (static); `None` means "use the AWS default chain".
-fn credential_source(
+pub(crate) fn credential_source(
     config: &S3StoreConfig,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<CredentialSource>> {

@@ -23,3 +23,11 @@ mod store;
 
 pub use config::{ChecksumPolicy, S3StoreConfig};
 pub use store::S3Store;
+
+/// Where a store built from `config` takes its keys (see [`S3StoreConfig`]), the environment
+/// read now; `None` means the AWS default chain.
+pub fn credential_source(
+    config: &S3StoreConfig,
+) -> floe_core::Result<Option<floe_signing::CredentialSource>> {
+    client::credential_source(config, |v| std::env::var(v).ok())
+}

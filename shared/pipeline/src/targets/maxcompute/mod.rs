@@ -1,8 +1,8 @@
 //! The MaxCompute target: staged Parquet files → one tunnel session per commit, exactly once.
 //!
 //! Rows are staged once, as the Parquet files the Iceberg writer makes (in the route's Iceberg
-//! table, or in a `floe_staging.*` table for a route whose only target is MaxCompute, see
-//! [`crate::config::maxcompute::default_table`]). A batch record names them under the target
+//! table, or for a route whose only target is MaxCompute in a staging table that no Iceberg
+//! catalog holds, see [`crate::targets::staging`]). A batch record names them under the target
 //! `maxcompute:<project>.<table>[/<partition>]` with a [`StagedMaxCompute`]; the committer below
 //! reads them back and uploads them, under the same lease and commit record as an Iceberg
 //! commit (see the crate doc):

@@ -53,20 +53,31 @@ impl Committer<'_> {
         Ok(StagedParquet { source, meta })
     }
 
+    /// The table whose FileIO reads `table`'s staged files: a staging table (see
+    /// [`crate::targets::staging`]), else an Iceberg table (a route with an Iceberg target, or
+    /// files staged into a `floe_staging.*` Iceberg table before the staging catalog existed).
     async fn staging_table<'t>(
         &self,
         tables: &'t mut HashMap<String, Table>,
         table: &str,
     ) -> Result<&'t Table> {
         if !tables.contains_key(table) {
-            let t = load_table(self.catalog.as_ref(), &parse_ident(table)?)
-                .await?
-                .ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::NotFound,
-                        format!("table {table} holding staged files does not exist"),
-                    )
-                })?;
+            let ident = parse_ident(table)?;
+            let staged = match self.staging {
+                Some(staging) => load_table(staging, &ident).await?,
+                None => None,
+            };
+            let t = match staged {
+                Some(t) => t,
+                None => load_table(self.catalog.as_ref(), &ident)
+                    .await?
+                    .ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::NotFound,
+                            format!("table {table} holding staged files does not exist"),
+                        )
+                    })?,
+            };
             tables.insert(table.to_owned(), t);
         }
         tables
