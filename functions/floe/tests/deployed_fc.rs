@@ -447,6 +447,72 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
     }
 }
 
+/// The event of an OSS `AppendObject` that left `key` at `size` bytes, `delta` of them new.
+fn append_event(key: &str, etag: &str, size: usize, delta: usize) -> Value {
+    let mut e = oss_event(key, etag, size);
+    e["eventName"] = json!("ObjectCreated:AppendObject");
+    e["oss"]["object"]["deltaSize"] = json!(delta);
+    e
+}
+
+/// Append to `key` as OSS would leave it: lines `{"id":0}` up to `upto`, the bytes before
+/// `last` unchanged; the append's event. `last` becomes the new size.
+async fn grow(store: &S3Store, key: &str, upto: i64, last: &mut usize) -> Value {
+    let body: String = (0..upto).map(|i| format!("{{\"id\":{i}}}\n")).collect();
+    let etag = store
+        .put(key, Bytes::from(body.clone()), PutMode::Overwrite)
+        .await
+        .unwrap()
+        .unwrap();
+    let e = append_event(
+        key,
+        &etag.to_ascii_uppercase(),
+        body.len(),
+        body.len() - *last,
+    );
+    *last = body.len();
+    e
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_land_only_their_new_bytes_once() {
+    // s3s-fs has no AppendObject: each append is played by writing the grown object (its first
+    // bytes unchanged, as OSS keeps them) and sending the event OSS sends for an append.
+    let stack = Stack::start().await;
+    let key = "orders/app.ndjson";
+    let mut last = 0;
+    let ingest = stack.spawn("ingest");
+    let rows = |id: &str, events: Vec<Value>| {
+        let out = invoke(
+            &ingest,
+            id,
+            json!({ "events": events }).to_string().as_bytes(),
+        );
+        out["rows"].as_u64().unwrap_or_else(|| panic!("{out}"))
+    };
+    let first = grow(&stack.source, key, 3, &mut last).await;
+    assert_eq!(rows("fc-append-1", vec![first.clone()]), 3);
+    let second = grow(&stack.source, key, 5, &mut last).await;
+    assert_eq!(
+        rows("fc-append-2", vec![second.clone()]),
+        2,
+        "only the two new lines"
+    );
+    // A redelivered append lands nothing; an older one delivered with a newer one lands only
+    // what neither landed.
+    assert_eq!(rows("fc-append-3", vec![first]), 0);
+    let third = grow(&stack.source, key, 8, &mut last).await;
+    assert_eq!(rows("fc-append-4", vec![second, third]), 3);
+    drop(ingest);
+
+    let commit = stack.spawn("commit");
+    invoke(&commit, "fc-commit-1", br#"{"force":true}"#);
+    drop(commit);
+    assert_eq!(stack.iceberg_ids(), (0..8).collect::<Vec<_>>());
+    let mc = stack.mc.rows(&format!("{PROJECT}.events"), None).unwrap();
+    assert_eq!(mc.len(), 8, "{mc:?}");
+}
+
 /// `floe config check --connect` of `toml`, run as an operator with the role's keys: (exit
 /// code, output).
 fn config_check(toml: &str) -> (Option<i32>, String) {

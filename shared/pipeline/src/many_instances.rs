@@ -221,6 +221,9 @@ impl floe_storage::ObjectStore for Watched {
     }
     async fn get_range(&self, key: &str, start: u64, end: u64) -> floe_core::Result<bytes::Bytes> {
         self.check(key)?;
+        if self.slow_key.is_none_or(|k| key.ends_with(k)) {
+            tokio::time::sleep(self.delay).await;
+        }
         self.inner.get_range(key, start, end).await
     }
     async fn put(
@@ -276,6 +279,56 @@ fn created(key: &str, etag: &str, seq: u32) -> floe_core::ObjectChange {
         event_name: "ObjectCreated:Put".into(),
         ..floe_core::ObjectChange::created(floe_core::Provider::S3, "landing", key)
     }
+}
+
+/// Two appends to one object delivered to two instances at once, the first one's read slow:
+/// the second must not claim over the first one's live claim (its bytes start where the first
+/// one's end, and what landed is the first batch's to say). Before, it claimed the newer
+/// version over the claim, counted nothing as landed, and landed the whole object: lines 1 to 3
+/// twice. Now it is busy until the first batch stages, then lands lines 4 to 6.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_to_one_object_on_two_instances_land_each_line_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = dir.path().join("bucket");
+    std::fs::create_dir(&bucket).unwrap();
+    let catalog = memory_catalog(dir.path()).await;
+    let grow = |upto: i64, seq: u32| {
+        let body: String = (1..=upto).map(|i| format!("{{\"id\":{i}}}\n")).collect();
+        std::fs::write(bucket.join("app.ndjson"), &body).unwrap();
+        floe_core::ObjectChange {
+            size: Some(body.len() as u64),
+            event_name: "ObjectCreated:AppendObject".into(),
+            ..created("app.ndjson", &format!("E{seq}"), seq)
+        }
+    };
+    let open = |delay: Duration| {
+        let (dir, catalog) = (dir.path().to_owned(), catalog.clone());
+        async move {
+            let mut p = instance(&dir, catalog, 1000).await;
+            let mut store =
+                Watched::new(floe_storage::LocalStore::new(dir.join("bucket"), "b").unwrap());
+            store.delay = delay;
+            p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
+            p
+        }
+    };
+    let first = grow(3, 1);
+    let second = grow(6, 2);
+    let slow = open(Duration::from_millis(800)).await;
+    let fast = open(Duration::ZERO).await;
+    let (a, b) = tokio::join!(slow.ingest(std::slice::from_ref(&first)), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        fast.ingest(std::slice::from_ref(&second)).await
+    });
+    use crate::protocol::Outcome;
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(matches!(a.outcomes[..], [Outcome::Staged]), "{a:?}");
+    assert!(matches!(b.outcomes[..], [Outcome::Busy]), "{b:?}");
+    let again = fast.ingest(std::slice::from_ref(&second)).await.unwrap();
+    assert!(matches!(again.outcomes[..], [Outcome::Staged]), "{again:?}");
+    assert_eq!(again.rows, 3, "{again:?}");
+    fast.commit(true).await.unwrap();
+    assert_eq!(ids(&catalog).await, (1..=6).collect::<Vec<_>>());
 }
 
 /// An object overwritten between its first event and the read (on s3s-fs): the first change

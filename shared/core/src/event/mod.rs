@@ -130,6 +130,12 @@ impl ObjectChange {
         }
     }
 
+    /// Whether the change appended to the object (OSS `AppendObject`): the bytes it had before
+    /// are unchanged, so only the bytes after what already landed are new.
+    pub fn is_append(&self) -> bool {
+        self.operation == Operation::Created && self.event_name == "ObjectCreated:AppendObject"
+    }
+
     /// The last path segment of the key.
     pub fn file_name(&self) -> &str {
         file_name(&self.key)

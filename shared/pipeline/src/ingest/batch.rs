@@ -15,7 +15,7 @@ use crate::deadletter::{DeadLetter, DeadLetterWriter};
 use crate::pipeline::Pipeline;
 use crate::protocol::Outcome;
 use crate::protocol::batch::{self, Staging};
-use crate::protocol::claim::{self, Decision, obj_record};
+use crate::protocol::claim::{self, Decision};
 use crate::protocol::records::{
     BatchRecord, DoneRecord, ObjState, TargetFiles, batch_key, done_key,
 };
@@ -191,17 +191,19 @@ impl Pipeline {
             let state = ObjState::Staged {
                 batch: run.batch.clone(),
             };
-            values.push(encode(&obj_record(&run.changes[c.idx], state, now_ms()))?);
+            let change = &run.changes[c.idx];
+            let rec = super::claims::claim_record(change, state, c.prev.as_ref().map(|(r, _)| r));
+            values.push((encode(&rec)?, self.record_ttl(&rec)));
             run.outcomes[c.idx].get_or_insert(Outcome::Staged);
         }
         let marks: Vec<Write<'_>> = claimed
             .iter()
             .zip(values)
-            .map(|(c, value)| Write::Update {
+            .map(|(c, (value, ttl))| Write::Update {
                 key: &c.key,
                 value,
                 expected: &c.version,
-                ttl: self.dedupe_ttl,
+                ttl,
             })
             .collect();
         if let Err(e) = self.checkpoint.write_many(&marks).await {

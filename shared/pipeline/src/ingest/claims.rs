@@ -9,7 +9,9 @@ use super::{Claimed, Run};
 use crate::pipeline::Pipeline;
 use crate::protocol::Outcome;
 use crate::protocol::batch::{self, Holder};
-use crate::protocol::claim::{Decision, decide, may_record_ignored, obj_record};
+use crate::protocol::claim::{
+    Decision, append_start, decide, lands_as_append, may_record_ignored, obj_record, same_version,
+};
 use crate::protocol::records::{BatchRecord, ObjRecord, ObjState, batch_key, done_key, obj_key};
 
 enum Judged {
@@ -59,27 +61,28 @@ impl Pipeline {
             }
         }
         let mut values = Vec::with_capacity(fast.len());
-        for (j, _) in &fast {
+        for (j, prev) in &fast {
             let change = &run.changes[routed[*j].0];
             let state = ObjState::Claimed {
                 batch: run.batch.clone(),
             };
-            values.push(encode(&obj_record(change, state, now_ms()))?);
+            let mine = claim_record(change, state, prev.as_ref().map(|(r, _)| r));
+            values.push((encode(&mine)?, self.record_ttl(&mine)));
         }
         let writes: Vec<Write<'_>> = fast
             .iter()
             .zip(values)
-            .map(|((j, rec), value)| match rec {
+            .map(|((j, rec), (value, ttl))| match rec {
                 None => Write::Insert {
                     key: &keys[*j],
                     value,
-                    ttl: self.dedupe_ttl,
+                    ttl,
                 },
                 Some((_, v)) => Write::Update {
                     key: &keys[*j],
                     value,
                     expected: v,
-                    ttl: self.dedupe_ttl,
+                    ttl,
                 },
             })
             .collect();
@@ -173,10 +176,6 @@ impl Pipeline {
         batch: &str,
     ) -> Result<std::result::Result<(String, Version, Option<(ObjRecord, Version)>), Outcome>> {
         let key = obj_key(&c.bucket, &c.key);
-        let state = ObjState::Claimed {
-            batch: batch.to_owned(),
-        };
-        let mine = obj_record(c, state, now_ms());
         for _ in 0..10 {
             let existing = self.checkpoint.get_json::<ObjRecord>(&key).await?;
             let decision = decide(existing.as_ref().map(|(r, _)| r), c, batch);
@@ -191,8 +190,13 @@ impl Pipeline {
                             };
                             let _ = self
                                 .checkpoint
-                                .update_json(&key, &fixed, v, self.dedupe_ttl)
+                                .update_json(&key, &fixed, v, self.record_ttl(&fixed))
                                 .await;
+                            // An append of a later version lands after what that batch
+                            // staged: decide again on the record as it is now.
+                            if lands_as_append(Some(rec), c) && !same_version(rec, c) {
+                                continue;
+                            }
                         }
                         return Ok(Err(Outcome::Duplicate));
                     }
@@ -205,17 +209,14 @@ impl Pipeline {
                 Decision::Stale => return Ok(Err(Outcome::Stale)),
                 Decision::ClaimedBy(_) => return Ok(Err(Outcome::Busy)),
                 Decision::Claim => {
+                    let state = ObjState::Claimed {
+                        batch: batch.to_owned(),
+                    };
+                    let mine = claim_record(c, state, existing.as_ref().map(|(r, _)| r));
+                    let ttl = self.record_ttl(&mine);
                     let written = match &existing {
-                        None => {
-                            self.checkpoint
-                                .insert_json(&key, &mine, self.dedupe_ttl)
-                                .await?
-                        }
-                        Some((_, v)) => {
-                            self.checkpoint
-                                .update_json(&key, &mine, v, self.dedupe_ttl)
-                                .await?
-                        }
+                        None => self.checkpoint.insert_json(&key, &mine, ttl).await?,
+                        Some((_, v)) => self.checkpoint.update_json(&key, &mine, v, ttl).await?,
                     };
                     if let Some(version) = written {
                         return Ok(Ok((key, version, existing)));
@@ -278,10 +279,34 @@ impl Pipeline {
             }
             Some((prev, _)) => {
                 self.checkpoint
-                    .update_json(&c.key, prev, &c.version, self.dedupe_ttl)
+                    .update_json(&c.key, prev, &c.version, self.record_ttl(prev))
                     .await?;
             }
         }
         Ok(())
     }
+
+    /// How long an object's record is kept: the dedupe TTL, except for an appended object's,
+    /// kept for good: it holds where the next append starts, and an append after it expired
+    /// would land the object again from the start.
+    pub(super) fn record_ttl(&self, rec: &ObjRecord) -> Option<std::time::Duration> {
+        match rec.from {
+            Some(_) => None,
+            None => self.dedupe_ttl,
+        }
+    }
+}
+
+/// The record of `change` in `state`; an append's notes where it lands from, given the record
+/// before (see [`crate::protocol::claim::append_start`]).
+pub(super) fn claim_record(
+    change: &ObjectChange,
+    state: ObjState,
+    prev: Option<&ObjRecord>,
+) -> ObjRecord {
+    let mut rec = obj_record(change, state, now_ms());
+    if lands_as_append(prev, change) {
+        rec.from = Some(append_start(prev));
+    }
+    rec
 }

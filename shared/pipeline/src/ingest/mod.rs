@@ -86,6 +86,15 @@ pub(crate) struct Claimed {
     pub(crate) maxcompute: Option<String>,
 }
 
+impl Claimed {
+    /// For an append: the offset its rows start at (see [`crate::protocol::claim::append_start`]).
+    pub(crate) fn from(&self, change: &ObjectChange) -> Option<u64> {
+        use crate::protocol::claim::{append_start, lands_as_append};
+        let prev = self.prev.as_ref().map(|(r, _)| r);
+        lands_as_append(prev, change).then(|| append_start(prev))
+    }
+}
+
 /// One batch while it runs: its changes and what became of each, its report and its dead
 /// letters.
 pub(crate) struct Run<'c> {

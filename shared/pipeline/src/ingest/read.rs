@@ -57,7 +57,24 @@ pub fn is_superseded(e: &Error) -> bool {
 /// A change without an ETag reads what is there, and so does a change of a local folder, whose
 /// ETags are floe's own (modification time and size: an event made elsewhere cannot name
 /// them). A missing object is unreadable whatever the retry.
+///
+/// An append (see [`crate::protocol::claim::lands_as_append`]) is read by range instead: bytes
+/// `from..size` (`from` 0 unless given), which later appends leave as they are, so the object
+/// growing meanwhile does not make the change stale; an object shorter than the change says
+/// was replaced, and the change is stale.
 pub async fn get_change(store: &Arc<dyn ObjectStore>, change: &ObjectChange) -> Result<GetResult> {
+    get_change_from(store, change, None).await
+}
+
+/// [`get_change`] from `from` on, for an append.
+pub async fn get_change_from(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    from: Option<u64>,
+) -> Result<GetResult> {
+    if let Some(from) = from.or(change.is_append().then_some(0)) {
+        return get_appended(store, change, from).await;
+    }
     let got = store.get(&change.key).await.map_err(|e| match e.kind() {
         ErrorKind::NotFound => unreadable(e),
         _ => e,
@@ -79,14 +96,52 @@ pub async fn get_change(store: &Arc<dyn ObjectStore>, change: &ObjectChange) -> 
     Ok(got)
 }
 
-/// [`get_change`], and the object's format and compression (from its name, its headers or
-/// the route).
+/// Bytes `from..size` of an appended object (see [`get_change`]).
+async fn get_appended(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    from: u64,
+) -> Result<GetResult> {
+    let url = store.url(&change.key);
+    let size = change.size.ok_or_else(|| {
+        unreadable(Error::invalid_input(format!(
+            "the append to {url} names no size"
+        )))
+    })?;
+    let bytes = store
+        .get_range(&change.key, from, size)
+        .await
+        .map_err(|e| match e.kind() {
+            ErrorKind::NotFound => unreadable(e),
+            // Shorter than the append left it: replaced since.
+            ErrorKind::InvalidInput => Error::new(
+                ErrorKind::Conflict,
+                format!("{url} is shorter than the {size} bytes this append left it with"),
+            )
+            .with_context(SUPERSEDED, String::new())
+            .with_source(e)
+            .with_retryable(false),
+            _ => e,
+        })?;
+    let meta = floe_storage::ObjectMeta {
+        key: change.key.clone(),
+        size: bytes.len() as u64,
+        etag: change.etag.clone(),
+        ..Default::default()
+    };
+    let body: floe_storage::ByteStream = Box::pin(futures::stream::once(async { Ok(bytes) }));
+    Ok(GetResult { meta, body })
+}
+
+/// [`get_change`] (from `from` on, for an append), and the object's format and compression
+/// (from its name, its headers or the route).
 async fn open_object(
     store: &Arc<dyn ObjectStore>,
     change: &ObjectChange,
     route: &RouteConfig,
+    from: Option<u64>,
 ) -> Result<(GetResult, Format, Compression)> {
-    let got = get_change(store, change).await?;
+    let got = get_change_from(store, change, from).await?;
     let (format, compression) = object_format(
         change,
         route,
@@ -94,7 +149,25 @@ async fn open_object(
         got.meta.content_encoding.as_deref(),
     )
     .map_err(unreadable)?;
+    if from.is_some_and(|f| f > 0) && !appends_by_range(&format) {
+        return Err(unreadable(Error::invalid_input(format!(
+            "{} was appended to, but its format ({}) cannot be read from the middle: only \
+             json, ndjson and headerless csv objects land appends",
+            store.url(&change.key),
+            format.name()
+        ))));
+    }
     Ok((got, format, compression))
+}
+
+/// Whether the appended bytes of an object in `format` decode on their own: JSON records
+/// (compressed or not: an appended gzip member or zstd frame is whole), CSV without a header.
+fn appends_by_range(format: &Format) -> bool {
+    match format {
+        Format::Ndjson | Format::Json => true,
+        Format::Csv(o) => !o.header,
+        Format::Parquet => false,
+    }
 }
 
 /// What reading an object produced (rows go straight to the writer).
@@ -129,21 +202,30 @@ pub fn object_format(
 /// Called with the bytes read so far, about every 64 MiB of a large object.
 pub type OnBytes<'a> = &'a (dyn Fn(u64) + Send + Sync);
 
-/// Stream the object's records into `writer`. An error carries the object (context `object`);
-/// [`Error::is_retryable`] says whether trying the object again may help.
+/// The bytes a change lands: the whole object, or for an append those from `from` on (see
+/// [`get_change`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ChangeBytes<'a> {
+    pub change: &'a ObjectChange,
+    pub from: Option<u64>,
+}
+
+/// Stream the records of the bytes `what` lands into `writer`. An error carries the object
+/// (context `object`); [`Error::is_retryable`] says whether trying the object again may help.
 pub async fn read_records(
     store: &Arc<dyn ObjectStore>,
-    change: &ObjectChange,
+    what: ChangeBytes<'_>,
     route: &RouteConfig,
     writer: &mut TableWriter,
     batch_rows: usize,
     on_bad: OnBad<'_>,
     on_bytes: OnBytes<'_>,
 ) -> Result<ObjectStats> {
+    let ChangeBytes { change, from } = what;
     let url = store.url(&change.key);
     let read = async {
         let mut stats = ObjectStats::default();
-        let (got, format, compression) = open_object(store, change, route)
+        let (got, format, compression) = open_object(store, change, route, from)
             .await
             .map_err(|e| e.while_doing(format!("failed to read {url}")))?;
         let schema = writer.arrow_schema().clone();
@@ -310,7 +392,7 @@ pub async fn infer_object_schema(
     change: &ObjectChange,
     route: &RouteConfig,
 ) -> Result<TableSchema> {
-    let (got, format, compression) = open_object(store, change, route).await?;
+    let (got, format, compression) = open_object(store, change, route, None).await?;
     if format == Format::Parquet {
         let file = parquet_file(store, &change.key, got).await?;
         let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)

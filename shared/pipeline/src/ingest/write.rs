@@ -17,7 +17,8 @@ use floe_iceberg::{
 use iceberg::table::Table;
 
 use super::read::{
-    content_of, infer_object_schema, metadata_rows, read_records, table_schema_for, unreadable,
+    ChangeBytes, content_of, infer_object_schema, metadata_rows, read_records, table_schema_for,
+    unreadable,
 };
 use super::{Claimed, Run};
 use crate::config::{Mode, OnError};
@@ -124,7 +125,9 @@ impl Pipeline {
                                 }
                             }
                             Mode::Records => {
-                                self.read_into(run, slot, &store, change, route).await?
+                                let from = c.from(change);
+                                self.read_into(run, slot, &store, change, from, route)
+                                    .await?
                             }
                         },
                     },
@@ -274,6 +277,7 @@ impl Pipeline {
         slot: &mut Slot,
         store: &Arc<dyn floe_storage::ObjectStore>,
         change: &ObjectChange,
+        from: Option<u64>,
         route: &crate::config::RouteConfig,
     ) -> Result<std::result::Result<u64, Failed>> {
         if route.evolve
@@ -304,7 +308,7 @@ impl Pipeline {
         };
         let result = read_records(
             store,
-            change,
+            ChangeBytes { change, from },
             route,
             &mut slot.writer,
             self.config.ingest.batch_rows,

@@ -121,8 +121,40 @@ pub fn obj_record(change: &ObjectChange, state: ObjState, now_ms: i64) -> ObjRec
         sequencer: change.sequencer.clone(),
         event_time_ms: change.event_time.map(|t| t.timestamp_millis()),
         size: change.size,
+        from: None,
         state,
         at_ms: now_ms,
+    }
+}
+
+/// Whether `change` lands as an append, by range after what landed: an append (see
+/// [`ObjectChange::is_append`]), or a bucket listing's sighting of an object whose record is an
+/// append's (the listing cannot tell an append from a rewrite; a rewrite sends its own
+/// whole-object event, while landing the whole object here would land its earlier bytes twice).
+pub fn lands_as_append(prev: Option<&ObjRecord>, change: &ObjectChange) -> bool {
+    change.is_append()
+        || (change.operation == Operation::Created
+            && change.event_name == LISTING_EVENT
+            && prev.is_some_and(|r| r.from.is_some() && r.operation == Operation::Created))
+}
+
+/// The event name of a change found by listing the bucket.
+pub const LISTING_EVENT: &str = "ObjectCreated:Listing";
+
+/// Where an append (see [`ObjectChange::is_append`]) starts landing, given the object's record
+/// before its claim: nothing recorded, or a removal, lands from the start; a version that
+/// staged, failed or was ignored accounts for its whole size; a claim that is taken over (its
+/// batch is gone) for only what landed before it.
+pub fn append_start(prev: Option<&ObjRecord>) -> u64 {
+    match prev {
+        None => 0,
+        Some(r) if r.operation == Operation::Removed => 0,
+        Some(r) => match &r.state {
+            ObjState::Claimed { .. } => r.from.unwrap_or(0),
+            ObjState::Staged { .. } | ObjState::Failed { .. } | ObjState::Ignored { .. } => {
+                r.size.unwrap_or(0)
+            }
+        },
     }
 }
 
@@ -137,6 +169,9 @@ pub fn decide(existing: Option<&ObjRecord>, change: &ObjectChange, my_batch: &st
     let Some(rec) = existing else {
         return Decision::Claim;
     };
+    if lands_as_append(Some(rec), change) {
+        return decide_append(rec, change, my_batch);
+    }
     if same_version(rec, change) {
         return match &rec.state {
             ObjState::Claimed { batch } if batch == my_batch => Decision::Claim,
@@ -151,6 +186,27 @@ pub fn decide(existing: Option<&ObjRecord>, change: &ObjectChange, my_batch: &st
         return Decision::Duplicate;
     }
     if is_older(rec, change) {
+        return Decision::Stale;
+    }
+    Decision::Claim
+}
+
+/// [`decide`] for an append. Its bytes are the object's after what landed, so it never claims
+/// over another batch's claim, whatever version that names: that batch decides what landed
+/// (staged: its whole range; gone: none of it). An append whose bytes all landed already (a
+/// later append landed them; event times cannot always order two appends) is stale.
+fn decide_append(rec: &ObjRecord, change: &ObjectChange, my_batch: &str) -> Decision {
+    if let ObjState::Claimed { batch } = &rec.state {
+        return if batch == my_batch {
+            Decision::Claim
+        } else {
+            Decision::ClaimedBy(batch.clone())
+        };
+    }
+    if same_version(rec, change) {
+        return Decision::Duplicate;
+    }
+    if is_older(rec, change) || append_start(Some(rec)) >= change.size.unwrap_or(0) {
         return Decision::Stale;
     }
     Decision::Claim
@@ -188,6 +244,7 @@ mod tests {
             sequencer: seq.map(str::to_owned),
             event_time_ms: Some(t),
             size: Some(1),
+            from: None,
             state,
             at_ms: 0,
         }
@@ -317,5 +374,91 @@ mod tests {
                 "{rec_etag} {rec_version:?} vs {etag} {version:?}"
             );
         }
+    }
+
+    /// An append of `size` bytes in all, at time `t`.
+    fn append(etag: &str, t: i64, size: u64) -> ObjectChange {
+        ObjectChange {
+            size: Some(size),
+            event_name: "ObjectCreated:AppendObject".into(),
+            ..change(etag, None, t, Operation::Created)
+        }
+    }
+
+    fn sized(mut r: ObjRecord, size: u64, from: Option<u64>) -> ObjRecord {
+        r.size = Some(size);
+        r.from = from;
+        r
+    }
+
+    #[test]
+    fn appends_land_after_what_landed_and_wait_for_any_claim() {
+        let staged = ObjState::Staged { batch: "b1".into() };
+        let claimed = |b: &str| ObjState::Claimed { batch: b.into() };
+        // Where an append starts: after every byte a finished record accounts for; after what
+        // landed before a claim that is being taken over; from the start of a removed object.
+        assert_eq!(append_start(None), 0);
+        assert_eq!(
+            append_start(Some(&sized(rec("e1", None, 10, staged.clone()), 30, None))),
+            30
+        );
+        assert_eq!(
+            append_start(Some(&sized(
+                rec("e1", None, 10, claimed("b1")),
+                30,
+                Some(12)
+            ))),
+            12
+        );
+        let failed = ObjState::Failed {
+            reason: "bad".into(),
+        };
+        assert_eq!(
+            append_start(Some(&sized(rec("e1", None, 10, failed), 30, Some(0)))),
+            30
+        );
+        let mut removed = sized(rec("e1", None, 10, staged.clone()), 30, None);
+        removed.operation = Operation::Removed;
+        assert_eq!(append_start(Some(&removed)), 0);
+
+        let landed = sized(rec("e1", None, 10, staged.clone()), 30, Some(0));
+        // A later append claims; the same one again is a duplicate; one whose bytes landed
+        // already (older, or no longer than what landed) is stale.
+        assert_eq!(
+            decide(Some(&landed), &append("e2", 20, 50), "me"),
+            Decision::Claim
+        );
+        assert_eq!(
+            decide(Some(&landed), &append("e1", 10, 30), "me"),
+            Decision::Duplicate
+        );
+        assert_eq!(
+            decide(Some(&landed), &append("e0", 5, 20), "me"),
+            Decision::Stale
+        );
+        assert_eq!(
+            decide(Some(&landed), &append("e0", 10, 20), "me"),
+            Decision::Stale
+        );
+        // Another batch's claim, of any version, decides first: never claimed over.
+        let busy = sized(rec("e1", None, 10, claimed("other")), 30, Some(0));
+        assert_eq!(
+            decide(Some(&busy), &append("e2", 20, 50), "me"),
+            Decision::ClaimedBy("other".into())
+        );
+        // A listing's sighting of an appended object lands by range too; of any other object,
+        // whole, as before.
+        let mut listed = append("e2", 20, 50);
+        listed.event_name = LISTING_EVENT.into();
+        assert!(!listed.is_append());
+        assert!(lands_as_append(Some(&landed), &listed));
+        assert_eq!(decide(Some(&landed), &listed, "me"), Decision::Claim);
+        let put_landed = sized(rec("e1", None, 10, staged.clone()), 30, None);
+        assert!(!lands_as_append(Some(&put_landed), &listed));
+        assert!(!lands_as_append(None, &listed));
+        // (A whole-object write is still decided by version, as before.)
+        let mut put = change("e2", None, 20, Operation::Created);
+        put.size = Some(50);
+        assert_eq!(decide(Some(&busy), &put, "me"), Decision::Claim);
     }
 }

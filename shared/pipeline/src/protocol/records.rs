@@ -94,6 +94,10 @@ pub struct ObjRecord {
     pub event_time_ms: Option<i64>,
     /// Size in bytes.
     pub size: Option<u64>,
+    /// An append's claim (see [`crate::protocol::claim::append_start`]): the offset it lands
+    /// from; the bytes before it landed earlier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
     #[serde(flatten)]
     pub state: ObjState,
     /// When the state was set, ms since the epoch.

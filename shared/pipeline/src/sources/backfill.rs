@@ -127,7 +127,7 @@ fn listed_change(src: &CloudSource, bucket: &str, meta: ObjectMeta) -> ObjectCha
         version_id: meta.version_id,
         sequencer: None,
         event_time: meta.last_modified,
-        event_name: "ObjectCreated:Listing".into(),
+        event_name: crate::protocol::claim::LISTING_EVENT.into(),
         message_id: None,
     })
 }
