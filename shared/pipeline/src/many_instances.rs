@@ -281,6 +281,47 @@ fn created(key: &str, etag: &str, seq: u32) -> floe_core::ObjectChange {
     }
 }
 
+/// An invocation's stop time reached while one object of its batch still reads (a read
+/// slower than what the function has left, well within `object-timeout-ms`): the read is given
+/// back and the batch stages the others before the function is cut off. Before, the read ran
+/// on past the deadline and the whole batch with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_still_running_at_the_stop_time_is_given_back_and_the_rest_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let mut p = instance(dir.path(), catalog.clone(), 1000).await;
+    assert_eq!(p.config.ingest.object_timeout_ms, 600_000);
+    let mut store =
+        Watched::new(floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap());
+    store.delay = Duration::from_secs(60);
+    store.slow_key = Some("b.ndjson");
+    p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
+    use floe_storage::ObjectStore;
+    let local = floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap();
+    let mut changes = Vec::new();
+    for (key, seq) in ["a.ndjson", "b.ndjson", "c.ndjson"].iter().zip(1..) {
+        let etag = local.head(key).await.unwrap().unwrap().etag.unwrap();
+        changes.push(created(key, &etag, seq));
+    }
+    let stop_at = std::time::Instant::now() + Duration::from_millis(500);
+    let landing = tokio::time::timeout(Duration::from_secs(30), p.land_changes(&changes, stop_at))
+        .await
+        .expect("landing stops at the stop time")
+        .unwrap();
+    use crate::protocol::Outcome;
+    // `batch-objects = 2`: a and b in the first batch; c's batch would start after the stop
+    // time, so it is not attempted.
+    let outcomes = &landing.batches[0].outcomes;
+    assert!(
+        matches!(outcomes[..], [Outcome::Staged, Outcome::Failed(ref e)] if e.is_retryable() && e.to_string().contains("stop time")),
+        "{outcomes:?}"
+    );
+    assert_eq!((landing.batches.len(), landing.unattempted), (1, 1));
+    p.commit(true).await.unwrap();
+    assert_eq!(ids(&catalog).await, [1, 2, 3]);
+}
+
 /// Two appends to one object delivered to two instances at once, the first one's read slow:
 /// the second must not claim over the first one's live claim (its bytes start where the first
 /// one's end, and what landed is the first batch's to say). Before, it claimed the newer

@@ -165,7 +165,8 @@ pub struct IngestConfig {
     pub claim_timeout_ms: u64,
     /// `object-timeout-ms`: one object's read that takes longer is given up and the object given
     /// back for a later delivery (its message counts toward `max-deliveries`), while the rest of
-    /// its batch lands (default 600 000; 0: no limit).
+    /// its batch lands (default 600 000; 0: no limit). A function's stop time cuts a read short
+    /// the same way.
     pub object_timeout_ms: u64,
     /// `max-object-bytes`: an object whose change says it is larger is set aside unread, as a bad
     /// object (dead-lettered under the route's `on-error`), instead of being read (default 0: no

@@ -25,8 +25,19 @@ impl Pipeline {
     /// Land a batch of changes: route, claim, read and write, stage, mark (see
     /// [`crate::protocol`] for what each step writes and what a crash after it leaves).
     pub async fn ingest(&self, changes: &[ObjectChange]) -> Result<BatchReport> {
+        self.ingest_until(changes, None).await
+    }
+
+    /// [`Pipeline::ingest`], no object read going on past `read_until` (an invocation's stop
+    /// time): a read still running then is given back, and the batch stages the rest.
+    pub async fn ingest_until(
+        &self,
+        changes: &[ObjectChange],
+        read_until: Option<std::time::Instant>,
+    ) -> Result<BatchReport> {
         let batch = uuid::Uuid::now_v7().to_string();
         let mut run = Run {
+            read_until,
             dead: DeadLetterWriter::new(self.dead_letters.clone(), &batch),
             report: BatchReport {
                 batch: batch.clone(),

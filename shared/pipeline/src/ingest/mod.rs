@@ -103,6 +103,8 @@ pub(crate) struct Run<'c> {
     pub(crate) outcomes: Vec<Option<Outcome>>,
     pub(crate) report: BatchReport,
     pub(crate) dead: DeadLetterWriter,
+    /// No object read goes on past this (the invocation's stop time), when there is one.
+    pub(crate) read_until: Option<std::time::Instant>,
 }
 
 impl Run<'_> {

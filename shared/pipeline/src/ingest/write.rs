@@ -101,6 +101,11 @@ impl Pipeline {
 
             let key = slot_key(c);
             let too_large = self.too_large(change);
+            let limit = read_limit(
+                self.config.ingest.object_timeout_ms,
+                run.read_until,
+                std::time::Instant::now(),
+            );
             let reading = async {
                 if let Some(e) = too_large {
                     return Ok(Err(Failed::new(e, "object too large", true)));
@@ -133,18 +138,17 @@ impl Pipeline {
                     },
                 )
             };
-            let limit = self.config.ingest.object_timeout_ms;
             let timed = async {
-                if limit == 0 {
+                let Some((wait, why)) = limit else {
                     return reading.await;
-                }
-                match tokio::time::timeout(Duration::from_millis(limit), reading).await {
+                };
+                match tokio::time::timeout(wait, reading).await {
                     Ok(read) => read,
                     Err(_) => Ok(Err(Failed::new(
                         Error::new(
                             ErrorKind::Deadline,
                             format!(
-                                "reading {} took longer than ingest.object-timeout-ms = {limit}; given back for a later delivery",
+                                "reading {} {why}; given back for a later delivery",
                                 change.key
                             ),
                         )
@@ -537,6 +541,33 @@ fn letter(
     }
 }
 
+/// How long one object's read may take, and what to say when it takes longer:
+/// `ingest.object-timeout-ms` (0: no limit of its own), and never past `until` (the stop time
+/// of the invocation landing it: a read still running then is given back, so the batch stages
+/// the rest within the invocation's margin instead of being cut off mid-batch).
+fn read_limit(
+    timeout_ms: u64,
+    until: Option<std::time::Instant>,
+    now: std::time::Instant,
+) -> Option<(Duration, String)> {
+    let own = (timeout_ms > 0).then(|| {
+        (
+            Duration::from_millis(timeout_ms),
+            format!("took longer than ingest.object-timeout-ms = {timeout_ms}"),
+        )
+    });
+    let left = until.map(|t| {
+        (
+            t.saturating_duration_since(now),
+            "was still running at the invocation's stop time".to_owned(),
+        )
+    });
+    match (own, left) {
+        (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
 /// The slot of a claimed change: its table alone for an Iceberg-only route (so routes sharing a
 /// table share its files, as before MaxCompute targets existed), else table, route and
 /// MaxCompute table.
@@ -565,4 +596,35 @@ fn add_files(
     t.rows += files.iter().map(|f| f.rows).sum::<u64>();
     t.bytes += files.iter().map(|f| f.bytes).sum::<u64>();
     t.files.extend_from_slice(files);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_stops_at_its_timeout_or_the_invocations_stop_time_whichever_is_first() {
+        let now = std::time::Instant::now();
+        let secs = |n| Duration::from_secs(n);
+        assert!(read_limit(0, None, now).is_none());
+        let (d, why) = read_limit(600_000, None, now).unwrap();
+        assert_eq!(d, secs(600));
+        assert!(why.contains("object-timeout-ms = 600000"), "{why}");
+        let (d, why) = read_limit(600_000, Some(now + secs(20)), now).unwrap();
+        assert_eq!(d, secs(20));
+        assert!(why.contains("stop time"), "{why}");
+        assert_eq!(
+            read_limit(5_000, Some(now + secs(20)), now).unwrap().0,
+            secs(5)
+        );
+        assert_eq!(
+            read_limit(0, Some(now + secs(20)), now).unwrap().0,
+            secs(20)
+        );
+        // Past the stop time: nothing more is read.
+        assert_eq!(
+            read_limit(0, Some(now), now + secs(1)).unwrap().0,
+            Duration::ZERO
+        );
+    }
 }

@@ -98,7 +98,8 @@ fn limits(ingest: &IngestConfig) -> (usize, u64) {
 
 impl Pipeline {
     /// Land `deliveries` in batches of whole deliveries (`ingest.batch-objects`,
-    /// `ingest.batch-bytes`), starting no batch at or after `stop_at`; see the module doc.
+    /// `ingest.batch-bytes`), starting no batch at or after `stop_at` and giving back the objects
+    /// still reading then (see [`Pipeline::ingest_until`]); see the module doc.
     pub async fn land(&self, deliveries: &Deliveries, stop_at: Instant) -> Result<Landing> {
         self.land_slices(&deliveries.changes, &deliveries.ends, stop_at)
             .await
@@ -129,7 +130,9 @@ impl Pipeline {
                 return Ok(landing);
             }
             let first = start_of(range.start);
-            let report = self.ingest(&changes[first..ends[range.end - 1]]).await?;
+            let report = self
+                .ingest_until(&changes[first..ends[range.end - 1]], Some(stop_at))
+                .await?;
             let mut outcomes = report.outcomes.iter();
             for i in range {
                 let n = message(i).len();
