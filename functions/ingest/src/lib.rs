@@ -20,7 +20,9 @@
 //! Messages are read by the event model (`floe_core::event::pushed_messages`, FC's MNS
 //! envelopes included) and landed by `Pipeline::land`, the pull loop's way too: batches of whole
 //! messages (`ingest.batch-objects`, `ingest.batch-bytes`), none started within
-//! [`Deps::stop_margin`] of the deadline; the messages left are answered as unfinished.
+//! [`Deps::stop_margin`] of the deadline; the messages left are answered as unfinished. Messages
+//! whose objects another live batch holds are landed again after a pause while time is left
+//! (`Pipeline::land_waiting_out_busy`): a trigger cannot hide them as a queue does.
 
 use std::time::Duration;
 
@@ -99,7 +101,10 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
 
     // Land in batches of whole messages, none started too close to the deadline.
     let stop_at = ctx.deadline.with_margin(deps.stop_margin).instant();
-    let mut landing = deps.pipeline.land(&deliveries, stop_at).await?;
+    let mut landing = deps
+        .pipeline
+        .land_waiting_out_busy(&deliveries, stop_at)
+        .await?;
     let mut summary = Summary::default();
     for report in &landing.batches {
         summary.add(report);

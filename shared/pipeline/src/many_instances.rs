@@ -322,6 +322,54 @@ async fn a_read_still_running_at_the_stop_time_is_given_back_and_the_rest_lands(
     assert_eq!(ids(&catalog).await, [1, 2, 3]);
 }
 
+/// One event pushed twice at once (a trigger's duplicate delivery) to two instances, the
+/// first one's read slow: the second finds the object claimed by a live batch. A pushed
+/// trigger cannot hide the message until the claim ends as a queue does, so the second waits
+/// the claim out within its invocation and answers done (a duplicate) instead of failing the
+/// invocation and spending one of the trigger's few retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_duplicate_waits_out_the_live_claim_instead_of_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = memory_catalog(dir.path()).await;
+    let open = |delay: Duration| {
+        let (dir, catalog) = (dir.path().to_owned(), catalog.clone());
+        async move {
+            let mut p = instance(&dir, catalog, 1000).await;
+            let mut store =
+                Watched::new(floe_storage::LocalStore::new(dir.join("bucket"), "b").unwrap());
+            store.delay = delay;
+            p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
+            p
+        }
+    };
+    use floe_storage::ObjectStore;
+    let local = floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap();
+    let etag = local.head("a.ndjson").await.unwrap().unwrap().etag.unwrap();
+    let mut event = crate::sources::land::Deliveries::default();
+    event.push([created("a.ndjson", &etag, 1)]);
+    let slow = open(Duration::from_millis(1500)).await;
+    let other = open(Duration::ZERO).await;
+    let stop_at = std::time::Instant::now() + Duration::from_secs(20);
+    let (first, second) = tokio::join!(slow.land(&event, stop_at), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        other.land_waiting_out_busy(&event, stop_at).await
+    });
+    use crate::protocol::ack::Ack;
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert!(matches!(first.acks[..], [Ack::Done]), "{first:?}");
+    assert!(matches!(second.acks[..], [Ack::Done]), "{second:?}");
+    assert!(
+        second
+            .batches
+            .iter()
+            .any(|b| matches!(b.outcomes[..], [crate::protocol::Outcome::Busy])),
+        "the second met the live claim first: {second:?}"
+    );
+    slow.commit(true).await.unwrap();
+    assert_eq!(ids(&catalog).await, [1, 2, 3]);
+}
+
 /// Two appends to one object delivered to two instances at once, the first one's read slow:
 /// the second must not claim over the first one's live claim (its bytes start where the first
 /// one's end, and what landed is the first batch's to say). Before, it claimed the newer

@@ -5,7 +5,7 @@
 //! handler answers with the unfinished ones.
 
 use std::ops::Range;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use floe_core::{ObjectChange, Result};
 
@@ -43,7 +43,19 @@ impl Deliveries {
     pub fn changes(&self) -> &[ObjectChange] {
         &self.changes
     }
+
+    /// The changes of message `i`.
+    pub fn message(&self, i: usize) -> &[ObjectChange] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.changes[start..self.ends[i]]
+    }
 }
+
+/// The first pause before landing busy deliveries again ([`Pipeline::land_waiting_out_busy`]);
+/// it doubles up to [`BUSY_PAUSE_MAX`].
+const BUSY_PAUSE: Duration = Duration::from_millis(500);
+/// The longest pause between two landings of busy deliveries.
+const BUSY_PAUSE_MAX: Duration = Duration::from_secs(8);
 
 /// What [`Pipeline::land`] did.
 #[derive(Debug, Default)]
@@ -141,6 +153,45 @@ impl Pipeline {
             landing.batches.push(report);
         }
         Ok(landing)
+    }
+
+    /// [`Pipeline::land`], then the deliveries left only because another live batch holds
+    /// their objects are landed again after a pause (half a second, doubling up to 8 s), until
+    /// none is left or the next try would start at or after `stop_at`. For a pushed trigger: a
+    /// queue hides such a message until the claim can run out, but a trigger's only recourse is
+    /// to fail the invocation, and each failure uses up one of its few retries (the holder is
+    /// most often a duplicate delivery landing the same object a moment earlier).
+    pub async fn land_waiting_out_busy(
+        &self,
+        deliveries: &Deliveries,
+        stop_at: Instant,
+    ) -> Result<Landing> {
+        let mut landing = self.land(deliveries, stop_at).await?;
+        let mut pause = BUSY_PAUSE;
+        loop {
+            let busy: Vec<usize> = (0..landing.acks.len())
+                .filter(|&i| matches!(landing.acks[i], Ack::Leave { busy: true, .. }))
+                .collect();
+            if busy.is_empty() || Instant::now() + pause >= stop_at {
+                return Ok(landing);
+            }
+            tracing::info!(
+                messages = busy.len(),
+                pause_ms = pause.as_millis() as u64,
+                "objects held by another live batch; landing them again after a pause"
+            );
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(BUSY_PAUSE_MAX);
+            let mut again = Deliveries::default();
+            for &i in &busy {
+                again.push(deliveries.message(i).iter().cloned());
+            }
+            let retried = self.land(&again, stop_at).await?;
+            for (&i, ack) in busy.iter().zip(retried.acks) {
+                landing.acks[i] = ack;
+            }
+            landing.batches.extend(retried.batches);
+        }
     }
 
     /// Land `changes` as deliveries of one change each (a scanned or listed object is its own
