@@ -26,13 +26,15 @@
 //! ```
 //!
 //! Modules: [`config`], [`client`] (REST), [`instance`] (SQL jobs), [`meta`] (table ids and
-//! metadata), [`partition`], [`tunnel`], [`upload`], [`upsert`], [`session`] (checkpoint record
+//! metadata), [`partition`], [`tunnel`], [`upload`], [`upsert`], [`download`] (record counts),
+//! [`session`] (checkpoint record
 //! and recovery), [`types`] (type mapping), [`rows`] (Arrow → rows), [`datetime`], [`sql`],
 //! [`template`], [`save_mode`], [`sink`] (start-up in one place), [`error`].
 
 pub mod client;
 pub mod config;
 pub mod datetime;
+pub mod download;
 pub mod error;
 mod http;
 pub mod instance;

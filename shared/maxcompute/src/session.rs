@@ -12,8 +12,10 @@
 //!                                                primary key are idempotent, and a gone session
 //!                                                may not have committed); upload, commit not
 //!                                                requested → Expired; upload with commit
-//!                                                requested → StateUnknown error (appends are not
-//!                                                idempotent and the session cannot say)
+//!                                                requested → the table's record count says
+//!                                                ([`gone_upload_committed`]): committed, or
+//!                                                Expired, or a StateUnknown error when it
+//!                                                cannot tell (appends are not idempotent)
 //! ```
 //! Write the record (with `commit_requested = false`) right after the session is created, add
 //! each block id once its PUT succeeded, and set `commit_requested` before calling commit.
@@ -61,6 +63,13 @@ pub struct SessionRecord {
     /// Whether a commit was sent (its outcome may be unknown).
     #[serde(default)]
     pub commit_requested: bool,
+    /// Records in the table (partition) just before the upload session was created: with
+    /// `rows_sent`, what tells whether a session gone after its commit was sent committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_before: Option<u64>,
+    /// Records in the blocks the commit names (upload sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_sent: Option<u64>,
 }
 
 impl SessionRecord {
@@ -74,6 +83,8 @@ impl SessionRecord {
             overwrite: session.overwrite(),
             blocks: Vec::new(),
             commit_requested: false,
+            rows_before: None,
+            rows_sent: None,
         }
     }
 
@@ -87,12 +98,41 @@ impl SessionRecord {
             overwrite: false,
             blocks: Vec::new(),
             commit_requested: false,
+            rows_before: None,
+            rows_sent: None,
         }
     }
 
     /// The partition, parsed.
     pub fn partition_spec(&self) -> Result<Option<PartitionSpec>> {
         self.partition.as_deref().map(str::parse).transpose()
+    }
+}
+
+/// Whether the upload session of `record`, gone after its commit was sent, committed, judged
+/// by the records its table (partition) holds `now` against those it held before the session
+/// and those the commit sent: `Some(true)` it did, `Some(false)` it did not (the commit never
+/// reached the service, and the session expired), `None` when the counts cannot tell (another
+/// writer changed the table meanwhile, or the commit would not have changed the count). Only
+/// floe's committer, under its lease, writes through floe's sessions into a target, so between
+/// the session's creation and now the count moves by this commit alone, if at all.
+pub fn gone_upload_committed(record: &SessionRecord, now: u64) -> Option<bool> {
+    let (before, sent) = (record.rows_before?, record.rows_sent?);
+    let after = if record.overwrite {
+        sent
+    } else {
+        before.checked_add(sent)?
+    };
+    if after == before {
+        // Nothing to tell apart, and nothing to lose: landing it again changes nothing either.
+        return (now == before).then_some(true);
+    }
+    if now == after {
+        Some(true)
+    } else if now == before {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -127,7 +167,12 @@ pub async fn resume_with(
     match record.kind {
         SessionKind::Upload => {
             match tunnel
-                .reload_upload(&record.table, partition.as_ref(), &record.id, record.overwrite)
+                .reload_upload(
+                    &record.table,
+                    partition.as_ref(),
+                    &record.id,
+                    record.overwrite,
+                )
                 .await
             {
                 Ok(s) => Ok(match s.status() {
@@ -138,15 +183,29 @@ pub async fn resume_with(
                 Err(e) if e.kind() == ErrorKind::NotFound && !record.commit_requested => {
                     Ok(Resumed::Expired)
                 }
-                Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::new(
-                    ErrorKind::StateUnknown,
-                    format!(
-                        "upload session {} of maxcompute table {} is gone after its commit was sent; whether it committed is unknown",
-                        record.id, record.table
-                    ),
-                )
-                .with_retryable(false)
-                .with_source(e)),
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    let now = match (record.rows_before, record.rows_sent) {
+                        (Some(_), Some(_)) => Some(
+                            tunnel
+                                .record_count(&record.table, partition.as_ref())
+                                .await?,
+                        ),
+                        _ => None,
+                    };
+                    match now.and_then(|n| gone_upload_committed(record, n)) {
+                        Some(true) => Ok(Resumed::Committed),
+                        Some(false) => Ok(Resumed::Expired),
+                        None => Err(Error::new(
+                            ErrorKind::StateUnknown,
+                            format!(
+                                "upload session {} of maxcompute table {} is gone after its commit was sent; whether it committed is unknown (records before {:?}, sent {:?}, now {now:?})",
+                                record.id, record.table, record.rows_before, record.rows_sent
+                            ),
+                        )
+                        .with_retryable(false)
+                        .with_source(e)),
+                    }
+                }
                 Err(e) => Err(e),
             }
         }
@@ -169,5 +228,45 @@ pub async fn resume_with(
                 Err(e) => Err(e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(before: u64, sent: u64, overwrite: bool) -> SessionRecord {
+        SessionRecord {
+            kind: SessionKind::Upload,
+            table: TableId::new("p", "t"),
+            partition: None,
+            id: "u".into(),
+            overwrite,
+            blocks: vec![0],
+            commit_requested: true,
+            rows_before: Some(before),
+            rows_sent: Some(sent),
+        }
+    }
+
+    #[test]
+    fn a_gone_upload_is_judged_by_the_tables_record_count() {
+        let r = record(10, 5, false);
+        assert_eq!(gone_upload_committed(&r, 15), Some(true));
+        assert_eq!(gone_upload_committed(&r, 10), Some(false));
+        assert_eq!(gone_upload_committed(&r, 12), None);
+        assert_eq!(gone_upload_committed(&r, 20), None);
+        // Overwrite: the partition holds what was sent, or what it held.
+        let r = record(10, 5, true);
+        assert_eq!(gone_upload_committed(&r, 5), Some(true));
+        assert_eq!(gone_upload_committed(&r, 10), Some(false));
+        let r = record(5, 5, true);
+        assert_eq!(gone_upload_committed(&r, 5), Some(true));
+        // Nothing sent: nothing to lose.
+        assert_eq!(gone_upload_committed(&record(7, 0, false), 7), Some(true));
+        // An older record without counts cannot be judged.
+        let mut old = record(1, 1, false);
+        old.rows_before = None;
+        assert_eq!(gone_upload_committed(&old, 2), None);
     }
 }

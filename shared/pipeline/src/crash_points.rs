@@ -400,6 +400,28 @@ schema = '{{"fields":[{{"name":"id","type":"long","required":true}},{{"name":"v"
         assert_eq!(ids(&emu), (1..=9).collect::<Vec<_>>());
     }
 
+    /// An upload session gone (expired, or cleaned up) after its commit was asked: before, the
+    /// commit stopped for good with "whether it committed is unknown". The table's record count
+    /// now says: unchanged since the session was created, the commit never reached the service
+    /// and is written again; grown by what the commit sent, it committed and is done. Both land
+    /// every row once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_upload_session_gone_after_its_commit_was_asked_is_judged_by_the_record_count() {
+        for point in ["commit.mc.after-blocks", "commit.mc.after-commit"] {
+            let mut emu_config = MaxComputeEmulatorConfig::new(Credentials::new(ACCESS_ID, SECRET));
+            emu_config.sql_running_polls = 0;
+            let emu = MaxComputeEmulator::start(emu_config).await.unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            write_bucket(dir.path());
+            let catalog = memory_catalog(dir.path()).await;
+            halt_then_recover(&config(&emu), dir.path(), &catalog, point, || {
+                emu.forget_sessions()
+            })
+            .await;
+            assert_eq!(ids(&emu), (1..=9).collect::<Vec<_>>(), "{point}");
+        }
+    }
+
     session_point_tests! {
         after_save_modes => "commit.mc.after-save-modes", expired: false,
         after_session => "commit.mc.after-session", expired: false,

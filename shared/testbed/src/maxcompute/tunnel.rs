@@ -1,4 +1,5 @@
-//! Tunnel handlers (`/projects/…/tables/<t>[/upserts]`): upload and upsert sessions.
+//! Tunnel handlers (`/projects/…/tables/<t>[/upserts]`): upload and upsert sessions, and download
+//! sessions as far as their record count.
 //!
 //! Blocks are inflated by their `Content-Encoding` and decoded with `floe-tunnel-codec`, so
 //! every record CRC and the block checksum are checked; a bad block is refused with 400
@@ -41,6 +42,9 @@ pub(crate) fn handle(sh: &Shared, req: &Incoming) -> Reply {
     match (upserts, &req.method) {
         (false, &Method::POST) if req.params.contains_key("uploads") => {
             create_upload(sh, req, &key, &label)
+        }
+        (false, &Method::POST) if req.params.contains_key("downloads") => {
+            create_download(sh, req, &key, &label)
         }
         (false, &Method::GET) => with_upload(sh, req, |st, u, id| Ok(upload_json(st, u, id))),
         (false, &Method::PUT) => write_block(sh, req),
@@ -137,6 +141,45 @@ fn upload_json(st: &State, u: &Upload, id: &str) -> Reply {
             "UploadedBlockList": u.blocks.keys().map(|b| serde_json::json!({"BlockID": b})).collect::<Vec<_>>(),
             "Schema": schema,
             "MaxFieldSize": 8_388_608,
+            "QuotaName": "",
+        }),
+    )
+}
+
+/// A download session: served only as far as its `RecordCount` (the rows of the table or
+/// partition now); no data is read through it.
+fn create_download(sh: &Shared, req: &Incoming, key: &str, label: &str) -> Reply {
+    let st = sh.lock();
+    let Some(t) = st.tables.get(key) else {
+        return tunnel_error(
+            StatusCode::NOT_FOUND,
+            "NoSuchTable",
+            &format!("table {label} does not exist"),
+        );
+    };
+    let count = match req.param("partition") {
+        None => t.partitions.values().map(Vec::len).sum::<usize>(),
+        Some(_) => match partition_of(t, req) {
+            Ok(p) => match t.partitions.get(&p) {
+                Some(rows) => rows.len(),
+                None => {
+                    return tunnel_error(
+                        StatusCode::NOT_FOUND,
+                        "NoSuchPartition",
+                        &format!("partition {p} of {label} does not exist"),
+                    );
+                }
+            },
+            Err(r) => return r,
+        },
+    };
+    Reply::json(
+        StatusCode::OK,
+        &serde_json::json!({
+            "DownloadID": format!("download-{key}-{count}"),
+            "Status": "NORMAL",
+            "RecordCount": count,
+            "Schema": t.schema_json(false),
             "QuotaName": "",
         }),
     )

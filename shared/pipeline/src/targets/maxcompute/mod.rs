@@ -322,6 +322,7 @@ impl Committer<'_> {
                 }
             },
         };
+        let mut rows_before = None;
         let mut session = match resumed {
             Some(s) => s,
             None => {
@@ -340,6 +341,13 @@ impl Committer<'_> {
                         overwrite: cfg.overwrite,
                         create_partition: partition.is_some(),
                     };
+                    // What the table holds before: should this session be gone after its
+                    // commit was sent, the count then says whether it committed.
+                    rows_before = Some(
+                        sink.tunnel()
+                            .record_count(table, partition.as_ref())
+                            .await?,
+                    );
                     Session::Upload(
                         sink.tunnel()
                             .create_upload(table, partition.as_ref(), &options)
@@ -347,7 +355,10 @@ impl Committer<'_> {
                     )
                 };
                 rec.session = Some(match &s {
-                    Session::Upload(u) => SessionRecord::for_upload(u),
+                    Session::Upload(u) => SessionRecord {
+                        rows_before,
+                        ..SessionRecord::for_upload(u)
+                    },
                     Session::Upsert(u) => SessionRecord::for_upsert(u),
                 });
                 *version = self.save_commit_record(key, rec, version).await?;
@@ -360,11 +371,12 @@ impl Committer<'_> {
         let bad = match &mut session {
             Session::Upload(s) => {
                 let have: BTreeSet<u32> = s.server_blocks().iter().copied().collect();
-                let (blocks, bad) = self
+                let (blocks, bad, rows) = self
                     .upload_blocks(s, &have, &parts, &meta, &cfg, rec, &mut tables)
                     .await?;
                 if let Some(r) = rec.session.as_mut() {
                     r.blocks = blocks.clone();
+                    r.rows_sent = Some(rows);
                     r.commit_requested = true;
                 }
                 *version = self.save_commit_record(key, rec, version).await?;

@@ -19,7 +19,8 @@ use crate::targets::Committer;
 
 impl Committer<'_> {
     /// Write the blocks the session lacks (all of them for a new one); returns every block id of
-    /// the commit and the rows set aside.
+    /// the commit, the rows set aside, and the records the blocks hold (those the session had
+    /// are encoded again to count them, not sent).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn upload_blocks(
         &self,
@@ -30,9 +31,10 @@ impl Committer<'_> {
         cfg: &MaxComputeSinkConfig,
         rec: &CommitRecord,
         tables: &mut HashMap<String, Table>,
-    ) -> Result<(Vec<u32>, u64)> {
+    ) -> Result<(Vec<u32>, u64, u64)> {
         let mut blocks = Vec::new();
         let mut bad_rows = 0;
+        let mut records = 0;
         let mut next: u32 = 0;
         for (fi, part) in parts.iter().enumerate() {
             let file = self
@@ -52,10 +54,6 @@ impl Committer<'_> {
                 }
                 next += 1;
                 blocks.push(id);
-                if have.contains(&id) {
-                    // Written before a crash; its bad rows were set aside before it was.
-                    continue;
-                }
                 let mut enc = BlockEncoder::new(&meta.columns);
                 let mut bad = Vec::new();
                 let mut line = file.first_row(rg);
@@ -97,12 +95,18 @@ impl Committer<'_> {
                     }
                     line += batch.num_rows() as u64;
                 }
+                records += enc.record_count();
+                if have.contains(&id) {
+                    // Written before a crash; its bad rows were set aside before it was (a
+                    // dead letter is written once: see `crate::deadletter`).
+                    continue;
+                }
                 bad_rows += self.set_aside(rec, part, fi, rg, bad).await?;
                 self.renew_lease(false).await?;
                 s.write_block(id, enc.finish()).await?;
             }
         }
-        Ok((blocks, bad_rows))
+        Ok((blocks, bad_rows, records))
     }
 
     /// Send every row of the commit to an upsert session (not flushed); returns the rows set
