@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use floe_checkpoint::{StoreExt, Version, Write, encode, now_ms};
-use floe_core::{Error, ObjectChange, Operation, Result};
+use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
 
 use super::route::Routed;
 use super::write::WriteResult;
@@ -69,22 +69,33 @@ impl Pipeline {
 
         // Read and write; an object given back restarts the batch's writing without it.
         let slots = loop {
-            match self
+            let given_back = match self
                 .write_all(&mut run, &claimed, &mut record, &mut version)
                 .await?
             {
                 WriteResult::Done(slots) => break slots,
-                WriteResult::GiveBack(pos, outcome) => {
-                    let c = claimed.remove(pos);
-                    self.release(&c).await?;
-                    run.outcomes[c.idx] = Some(outcome);
-                    run.dead.discard_pending();
-                    run.report.rows = 0;
-                    run.report.bad_records = 0;
-                    run.report.bytes_read = 0;
+                WriteResult::GiveBack(pos, outcome) => vec![(claimed.remove(pos), outcome)],
+                WriteResult::Stopped(pos, outcome) => {
+                    // The stop time came while this object read: it and the objects not read
+                    // yet go back; those read before it are written again (they were read in
+                    // time once), bound by the object timeout alone.
+                    run.read_until = None;
+                    let mut outcome = Some(outcome);
+                    let rest: Vec<Claimed> = claimed.drain(pos..).collect();
+                    rest.into_iter()
+                        .map(|c| (c, outcome.take().unwrap_or_else(not_read_in_time)))
+                        .collect()
                 }
                 WriteResult::Abandoned => return Ok(run.abandoned(&claimed)),
+            };
+            for (c, outcome) in given_back {
+                self.release(&c).await?;
+                run.outcomes[c.idx] = Some(outcome);
             }
+            run.dead.discard_pending();
+            run.report.rows = 0;
+            run.report.bad_records = 0;
+            run.report.bytes_read = 0;
         };
         let targets = self.close_slots(&mut run, slots).await?;
         self.faults.hit("ingest.after-write").await;
@@ -260,4 +271,15 @@ impl Pipeline {
             None => Ok(false),
         }
     }
+}
+
+/// The outcome of an object not read because the invocation's stop time came first.
+fn not_read_in_time() -> Outcome {
+    Outcome::Failed(
+        Error::new(
+            ErrorKind::Deadline,
+            "not read before the invocation's stop time; given back for a later delivery",
+        )
+        .with_retryable(true),
+    )
 }

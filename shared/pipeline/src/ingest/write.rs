@@ -73,6 +73,9 @@ impl Failed {
 pub(super) enum WriteResult {
     Done(HashMap<String, Slot>),
     GiveBack(usize, Outcome),
+    /// As `GiveBack`, the read cut short by the invocation's stop time: the objects after it are
+    /// not read either.
+    Stopped(usize, Outcome),
     Abandoned,
 }
 
@@ -139,7 +142,7 @@ impl Pipeline {
                 )
             };
             let timed = async {
-                let Some((wait, why)) = limit else {
+                let Some((wait, why, stop)) = limit else {
                     return reading.await;
                 };
                 match tokio::time::timeout(wait, reading).await {
@@ -153,7 +156,11 @@ impl Pipeline {
                             ),
                         )
                         .with_retryable(true),
-                        "object read timed out",
+                        if stop {
+                            STOPPED
+                        } else {
+                            "object read timed out"
+                        },
                         true,
                     ))),
                 }
@@ -170,7 +177,11 @@ impl Pipeline {
                         .object_failed(f.error, route, change, &url, &run.batch, &mut run.dead)
                         .await?;
                     if let Some(outcome) = given_back {
-                        return Ok(WriteResult::GiveBack(pos, outcome));
+                        return Ok(if f.label == STOPPED {
+                            WriteResult::Stopped(pos, outcome)
+                        } else {
+                            WriteResult::GiveBack(pos, outcome)
+                        });
                     }
                     run.outcomes[c.idx] = Some(Outcome::DeadLettered(f.label.into()));
                     if !f.counts {
@@ -541,25 +552,31 @@ fn letter(
     }
 }
 
+/// What a read cut short by the invocation's stop time is labelled.
+const STOPPED: &str = "stop time reached";
+
 /// How long one object's read may take, and what to say when it takes longer:
 /// `ingest.object-timeout-ms` (0: no limit of its own), and never past `until` (the stop time
 /// of the invocation landing it: a read still running then is given back, so the batch stages
 /// the rest within the invocation's margin instead of being cut off mid-batch).
+/// The third value says whether the stop time is the bound.
 fn read_limit(
     timeout_ms: u64,
     until: Option<std::time::Instant>,
     now: std::time::Instant,
-) -> Option<(Duration, String)> {
+) -> Option<(Duration, String, bool)> {
     let own = (timeout_ms > 0).then(|| {
         (
             Duration::from_millis(timeout_ms),
             format!("took longer than ingest.object-timeout-ms = {timeout_ms}"),
+            false,
         )
     });
     let left = until.map(|t| {
         (
             t.saturating_duration_since(now),
             "was still running at the invocation's stop time".to_owned(),
+            true,
         )
     });
     match (own, left) {
@@ -607,11 +624,11 @@ mod tests {
         let now = std::time::Instant::now();
         let secs = |n| Duration::from_secs(n);
         assert!(read_limit(0, None, now).is_none());
-        let (d, why) = read_limit(600_000, None, now).unwrap();
-        assert_eq!(d, secs(600));
+        let (d, why, stop) = read_limit(600_000, None, now).unwrap();
+        assert_eq!((d, stop), (secs(600), false));
         assert!(why.contains("object-timeout-ms = 600000"), "{why}");
-        let (d, why) = read_limit(600_000, Some(now + secs(20)), now).unwrap();
-        assert_eq!(d, secs(20));
+        let (d, why, stop) = read_limit(600_000, Some(now + secs(20)), now).unwrap();
+        assert_eq!((d, stop), (secs(20), true));
         assert!(why.contains("stop time"), "{why}");
         assert_eq!(
             read_limit(5_000, Some(now + secs(20)), now).unwrap().0,
