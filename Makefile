@@ -128,6 +128,7 @@ bench: test-deps
 	$(FLOE_VENV)/bin/pip install --quiet -r bench/requirements.txt
 	cargo build --release -p floe
 	$(CARGO_TARGET_DIR)/release/floe bench --python $(FLOE_VENV)/bin/python
+	$(CARGO_TARGET_DIR)/release/floe bench-commit-pass --s3s-fs $(FLOE_TOOLS)/bin/s3s-fs
 	bench/tunnel_encode.sh
 	bench/functions.sh
 

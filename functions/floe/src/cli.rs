@@ -61,6 +61,10 @@ pub enum Command {
     /// The benchmark's floor: arrow-json decode + Parquet encode of one NDJSON file.
     #[command(hide = true)]
     BenchRaw(BenchRawArgs),
+    /// The benchmark's commit-pass case: one idle commit pass on the object-store checkpoint
+    /// (s3s-fs) with 20 finished batches behind it, then with 20,000.
+    #[command(hide = true)]
+    BenchCommitPass(BenchCommitPassArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -100,6 +104,19 @@ pub struct BenchArgs {
     /// The baseline script.
     #[arg(long, default_value = "bench/pyiceberg_baseline.py")]
     pub script: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchCommitPassArgs {
+    /// The s3s-fs binary (`make test-deps` installs it).
+    #[arg(long)]
+    pub s3s_fs: PathBuf,
+    /// Where its data and the run's files go (emptied first).
+    #[arg(long, default_value = "bench-data/commit-pass")]
+    pub dir: PathBuf,
+    /// Finished batches behind the second measurement.
+    #[arg(long, default_value_t = 20_000)]
+    pub batches: usize,
 }
 
 #[derive(Debug, Args)]
@@ -273,6 +290,7 @@ pub async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Config(ConfigCommand::Check(args)) => crate::check::check(args).await,
         Command::Bench(args) => crate::bench::bench(args).await,
         Command::BenchRaw(args) => crate::bench::bench_raw(args).await,
+        Command::BenchCommitPass(args) => crate::bench_commit::bench_commit_pass(args).await,
         Command::Tables(c) => tables_admin(c).await,
     }
 }

@@ -1,6 +1,7 @@
 //! `floe`: run the pipeline locally, make a demo, manage tables and dead letters.
 
 mod bench;
+mod bench_commit;
 mod check;
 mod cli;
 mod deadletters;
