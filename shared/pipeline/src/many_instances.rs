@@ -281,6 +281,24 @@ fn created(key: &str, etag: &str, seq: u32) -> floe_core::ObjectChange {
     }
 }
 
+/// An instance over `dir`'s checkpoint and `catalog` whose every read of the bucket folder
+/// waits `delay` first.
+async fn reading_slowly(dir: &Path, catalog: Arc<dyn Catalog>, delay: Duration) -> Pipeline {
+    let mut p = instance(dir, catalog, 1000).await;
+    let mut store = Watched::new(floe_storage::LocalStore::new(dir.join("bucket"), "b").unwrap());
+    store.delay = delay;
+    p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
+    p
+}
+
+/// The change of `key` in `dir`'s bucket folder as it is now (its local ETag), sequencer `seq`.
+async fn local_change(dir: &Path, key: &str, seq: u32) -> floe_core::ObjectChange {
+    use floe_storage::ObjectStore;
+    let local = floe_storage::LocalStore::new(dir.join("bucket"), "b").unwrap();
+    let etag = local.head(key).await.unwrap().unwrap().etag.unwrap();
+    created(key, &etag, seq)
+}
+
 /// An invocation's stop time reached while one object of its batch still reads (a read
 /// slower than what the function has left, well within `object-timeout-ms`): the read and the
 /// objects after it are given back and the batch stages those read in time before the
@@ -304,12 +322,9 @@ async fn a_read_still_running_at_the_stop_time_is_given_back_and_the_rest_lands(
     store.delay = Duration::from_secs(60);
     store.slow_key = Some("b.ndjson");
     p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
-    use floe_storage::ObjectStore;
-    let local = floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap();
     let mut changes = Vec::new();
     for (key, seq) in ["a.ndjson", "b.ndjson", "c.ndjson"].iter().zip(1..) {
-        let etag = local.head(key).await.unwrap().unwrap().etag.unwrap();
-        changes.push(created(key, &etag, seq));
+        changes.push(local_change(dir.path(), key, seq).await);
     }
     let stop_at = std::time::Instant::now() + Duration::from_millis(500);
     let landing = tokio::time::timeout(Duration::from_secs(30), p.land_changes(&changes, stop_at))
@@ -341,22 +356,9 @@ async fn a_pushed_duplicate_waits_out_the_live_claim_instead_of_failing() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
     let catalog = memory_catalog(dir.path()).await;
-    let open = |delay: Duration| {
-        let (dir, catalog) = (dir.path().to_owned(), catalog.clone());
-        async move {
-            let mut p = instance(&dir, catalog, 1000).await;
-            let mut store =
-                Watched::new(floe_storage::LocalStore::new(dir.join("bucket"), "b").unwrap());
-            store.delay = delay;
-            p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
-            p
-        }
-    };
-    use floe_storage::ObjectStore;
-    let local = floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap();
-    let etag = local.head("a.ndjson").await.unwrap().unwrap().etag.unwrap();
+    let open = |delay: Duration| reading_slowly(dir.path(), catalog.clone(), delay);
     let mut event = crate::sources::land::Deliveries::default();
-    event.push([created("a.ndjson", &etag, 1)]);
+    event.push([local_change(dir.path(), "a.ndjson", 1).await]);
     let slow = open(Duration::from_millis(1500)).await;
     let other = open(Duration::ZERO).await;
     let stop_at = std::time::Instant::now() + Duration::from_secs(20);
@@ -399,17 +401,7 @@ async fn appends_to_one_object_on_two_instances_land_each_line_once() {
             ..created("app.ndjson", &format!("E{seq}"), seq)
         }
     };
-    let open = |delay: Duration| {
-        let (dir, catalog) = (dir.path().to_owned(), catalog.clone());
-        async move {
-            let mut p = instance(&dir, catalog, 1000).await;
-            let mut store =
-                Watched::new(floe_storage::LocalStore::new(dir.join("bucket"), "b").unwrap());
-            store.delay = delay;
-            p.stores = Arc::new(crate::sources::stores::SingleStore(Arc::new(store)));
-            p
-        }
-    };
+    let open = |delay: Duration| reading_slowly(dir.path(), catalog.clone(), delay);
     let first = grow(3, 1);
     let second = grow(6, 2);
     let slow = open(Duration::from_millis(800)).await;
