@@ -122,8 +122,9 @@ pub(crate) async fn ids_of(catalog: &Arc<dyn Catalog>, ident: &TableIdent) -> Ve
 }
 
 /// Halt a pass of the pipeline of `text` at `point`, run `meanwhile`, wait out the crashed
-/// instance's claims and lease, then recover with a fresh pipeline: its first pass fails nothing,
-/// a second one commits nothing, nothing is left staged. Returns that second pass.
+/// instance's claims and lease, then recover with a fresh pipeline: its first pass fails nothing
+/// (a pass stopped only by its own lease running out on a loaded machine is run again), a
+/// second one commits nothing, nothing is left staged. Returns that second pass.
 async fn halt_then_recover(
     text: &str,
     dir: &Path,
@@ -147,7 +148,17 @@ async fn halt_then_recover(
     };
     tokio::time::sleep(Duration::from_millis(held + 10)).await;
     let p = pipeline_of(text, dir, catalog, Faults::default()).await;
-    let first = p.run_once(true).await.unwrap();
+    let mut first = p.run_once(true).await.unwrap();
+    // A committer that finds its lease ran out stops before touching the target, as it must;
+    // on a loaded machine a recovering pass can take longer than `LEASE_MS` between two
+    // renewals. The next pass takes the lease again and finishes; any other failure fails.
+    for _ in 0..3 {
+        let failures = first.failures();
+        if failures.is_empty() || !failures.iter().all(|f| f.contains("ran out")) {
+            break;
+        }
+        first = p.run_once(true).await.unwrap();
+    }
     assert!(
         first.failures().is_empty(),
         "{point}: {:?}",
