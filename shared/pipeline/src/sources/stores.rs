@@ -43,6 +43,11 @@ pub async fn open_s3(
     bucket: &str,
     settings: &StoreSettings,
 ) -> Result<S3Store> {
+    S3Store::new(store_config(provider, bucket, settings)).await
+}
+
+/// The store configuration of `bucket` with `settings` (endpoint, region, addressing, keys).
+pub fn store_config(provider: Provider, bucket: &str, settings: &StoreSettings) -> S3StoreConfig {
     let mut config = S3StoreConfig::new(provider, bucket).with_path_style(settings.path_style);
     if let Some(e) = &settings.endpoint {
         config = config.with_endpoint(e);
@@ -53,7 +58,7 @@ pub async fn open_s3(
     if let (Some(id), Some(secret)) = (&settings.access_key_id, &settings.secret_access_key) {
         config = config.with_keys(id, secret.clone(), settings.session_token.clone());
     }
-    S3Store::new(config).await
+    config
 }
 
 /// The checkpoint table as objects under `prefix` in `bucket`.

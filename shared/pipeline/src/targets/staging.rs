@@ -117,7 +117,7 @@ impl StagingArea {
         let on_bucket = !root.starts_with("file://");
         let (props, credentials) = match bucket_store {
             Some((provider, _, settings)) if on_bucket => (
-                bucket_props(provider, settings),
+                bucket_props(settings),
                 Some(bucket_credentials(provider, settings)?),
             ),
             _ => (HashMap::new(), None),
@@ -199,18 +199,12 @@ fn scheme_of(provider: Provider) -> &'static str {
     }
 }
 
-/// FileIO properties reaching a bucket as the stores do.
-fn bucket_props(provider: Provider, s: &StoreSettings) -> HashMap<String, String> {
+/// FileIO properties reaching a bucket as the stores do (an `oss://` location without an
+/// endpoint gets OSS's from the region, see `floe_iceberg::rest::table_file_io`).
+fn bucket_props(s: &StoreSettings) -> HashMap<String, String> {
     let mut props = HashMap::new();
     if let Some(e) = &s.endpoint {
         props.insert(S3_ENDPOINT.to_owned(), e.clone());
-    } else if provider == Provider::Oss
-        && let Some(r) = &s.region
-    {
-        props.insert(
-            S3_ENDPOINT.to_owned(),
-            format!("https://oss-{r}.aliyuncs.com"),
-        );
     }
     if let Some(r) = &s.region {
         props.insert(S3_REGION.to_owned(), r.clone());
@@ -226,10 +220,7 @@ fn bucket_credentials(
     provider: Provider,
     s: &StoreSettings,
 ) -> floe_core::Result<CredentialSource> {
-    let mut config = floe_storage::S3StoreConfig::new(provider, "staging");
-    if let (Some(id), Some(secret)) = (&s.access_key_id, &s.secret_access_key) {
-        config = config.with_keys(id, secret.clone(), s.session_token.clone());
-    }
+    let config = crate::sources::stores::store_config(provider, "staging", s);
     Ok(floe_storage::s3::credential_source(&config)?
         .unwrap_or_else(floe_iceberg::aws_chain::default_chain))
 }
