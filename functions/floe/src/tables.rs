@@ -3,13 +3,13 @@
 use std::process::ExitCode;
 
 use floe_core::{Error, Result};
-use floe_iceberg::{from_iceberg, load_table, parse_ident};
+use floe_iceberg::{FloeCatalog, from_iceberg, load_table, parse_ident};
 use futures::TryStreamExt;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
 use crate::cli::{ConfigArg, ShowArgs};
 
-async fn catalog_of(config: &std::path::Path) -> Result<std::sync::Arc<dyn Catalog>> {
+async fn catalog_of(config: &std::path::Path) -> Result<std::sync::Arc<dyn FloeCatalog>> {
     let config = floe_pipeline::FloeConfig::load(config)?;
     floe_iceberg::open_catalog(&config.catalog).await
 }

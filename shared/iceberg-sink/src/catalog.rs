@@ -13,12 +13,31 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::sync::Arc;
 
 use floe_core::{Error, ErrorKind, Result};
 use iceberg::io::LocalFsStorageFactory;
-use iceberg::{Catalog, CatalogBuilder};
+use iceberg::table::Table;
+use iceberg::{Catalog, CatalogBuilder, TableIdent, TableRequirement, TableUpdate};
 use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
+
+/// A catalog floe commits to: an iceberg [`Catalog`] that also takes a commit as its
+/// requirements and updates. iceberg-rust only lets its own transaction actions build a
+/// `TableCommit`, and its only snapshot action is the fast append; floe's row deltas (data and
+/// delete files in one snapshot, [`crate::delta`]) build their updates themselves and commit
+/// them here. Every catalog floe opens implements it, and `update_table` is the same commit.
+#[async_trait::async_trait]
+pub trait FloeCatalog: Catalog {
+    /// Apply `updates` to `ident` if every requirement holds, atomically; a requirement that
+    /// fails, or another writer moving the table first, is a commit conflict.
+    async fn commit_updates(
+        &self,
+        ident: &TableIdent,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> iceberg::Result<Table>;
+}
 
 /// Which catalog implementation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,8 +188,39 @@ impl CatalogConfig {
     }
 }
 
+/// `table` with `updates` applied if every requirement holds, at the next metadata location
+/// (not written): what a catalog that keeps metadata files does before swapping its pointer.
+pub fn apply_updates(
+    table: &Table,
+    requirements: Vec<TableRequirement>,
+    updates: Vec<TableUpdate>,
+) -> iceberg::Result<Table> {
+    let current = table.metadata_location_result()?;
+    for requirement in requirements {
+        requirement.check(Some(table.metadata()))?;
+    }
+    let mut builder = table
+        .metadata()
+        .clone()
+        .into_builder(Some(current.to_owned()));
+    for update in updates {
+        builder = update.apply(builder)?;
+    }
+    let metadata = builder.build()?.metadata;
+    let location = iceberg::MetadataLocation::from_str(current)?
+        .with_next_version()
+        .with_new_metadata(&metadata);
+    Table::builder()
+        .identifier(table.identifier().clone())
+        .file_io(table.file_io().clone())
+        .metadata(Arc::new(metadata))
+        .metadata_location(location.to_string())
+        .runtime(iceberg::Runtime::try_current()?)
+        .build()
+}
+
 /// Open the catalog.
-pub async fn open_catalog(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
+pub async fn open_catalog(config: &CatalogConfig) -> Result<Arc<dyn FloeCatalog>> {
     match config.kind {
         CatalogKind::Sql => {
             let db = config.sqlite_path()?;
@@ -202,7 +252,9 @@ pub async fn open_catalog(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
                     from_iceberg(e)
                         .while_doing(format!("failed to open sql catalog {}", db.display()))
                 })?;
-            Ok(Arc::new(catalog))
+            Ok(Arc::new(
+                crate::sql::SqlCatalog::new(&config.name, catalog, &db).await?,
+            ))
         }
         CatalogKind::Rest => {
             let catalog = crate::rest::RestCatalog::from_props(&config.name, &config.props).await?;

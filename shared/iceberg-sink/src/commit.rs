@@ -25,12 +25,12 @@ use std::time::{Duration, Instant};
 
 use floe_core::retry::{Jitter, Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
-use iceberg::spec::DataFile;
+use iceberg::spec::{DataContentType, DataFile};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
-use iceberg::{Catalog, TableIdent};
+use iceberg::{TableIdent, TableUpdate};
 
-use crate::catalog::from_iceberg;
+use crate::catalog::{FloeCatalog, from_iceberg};
 use crate::table::load_table;
 
 /// Snapshot summary key holding floe's commit id.
@@ -251,7 +251,7 @@ pub type AfterAttempt<'a> = &'a (dyn Fn(bool) -> bool + Send + Sync);
 
 /// Append `req.files` in one snapshot, exactly once; see the module doc.
 pub async fn append_exactly_once(
-    catalog: &dyn Catalog,
+    catalog: &dyn FloeCatalog,
     req: &AppendRequest,
 ) -> Result<AppendOutcome> {
     append_with_hook(catalog, req, &|_| false).await
@@ -259,7 +259,7 @@ pub async fn append_exactly_once(
 
 /// [`append_exactly_once`] with a hook after each attempt.
 pub async fn append_with_hook(
-    catalog: &dyn Catalog,
+    catalog: &dyn FloeCatalog,
     req: &AppendRequest,
     after_attempt: AfterAttempt<'_>,
 ) -> Result<AppendOutcome> {
@@ -300,30 +300,50 @@ pub async fn append_with_hook(
             return Ok(AppendOutcome::AlreadyCommitted { snapshot_id: None });
         }
         summary.insert(COMMIT_ID_PROP.into(), req.commit_id.clone());
-        let tx = Transaction::new(&table);
-        let action = tx
-            .fast_append()
-            // floe's own commit ids already guard against adding files twice; the duplicate check
-            // would read every manifest of the table on every commit.
-            .with_check_duplicate(false)
-            .set_snapshot_properties(summary)
-            .add_data_files(files);
-        let tx = action.apply(tx).map_err(from_iceberg)?;
-        let commit_ids = with_ids(
-            &table,
-            COMMIT_IDS_PROP,
-            &[req.commit_id.as_str()],
-            RECENT_COMMIT_IDS,
-        );
-        let mut properties =
-            (tx.update_table_properties()).set(COMMIT_IDS_PROP.to_owned(), commit_ids);
+        let mut properties = HashMap::from([(
+            COMMIT_IDS_PROP.to_owned(),
+            with_ids(
+                &table,
+                COMMIT_IDS_PROP,
+                &[req.commit_id.as_str()],
+                RECENT_COMMIT_IDS,
+            ),
+        )]);
         if !batches.is_empty() {
             let added: Vec<&str> = batches.iter().map(String::as_str).collect();
             let batch_ids = with_ids(&table, BATCH_IDS_PROP, &added, RECENT_BATCH_IDS);
-            properties = properties.set(BATCH_IDS_PROP.to_owned(), batch_ids);
+            properties.insert(BATCH_IDS_PROP.to_owned(), batch_ids);
         }
-        let tx = properties.apply(tx).map_err(from_iceberg)?;
-        let result = tx.commit(&OneAttempt(catalog, &table)).await;
+        let one_attempt = OneAttempt(catalog, &table);
+        let result = if files
+            .iter()
+            .all(|f| f.content_type() == DataContentType::Data)
+        {
+            let tx = Transaction::new(&table);
+            let action = tx
+                .fast_append()
+                // floe's own commit ids already guard against adding files twice; the
+                // duplicate check would read every manifest of the table on every commit.
+                .with_check_duplicate(false)
+                .set_snapshot_properties(summary)
+                .add_data_files(files);
+            let tx = action.apply(tx).map_err(from_iceberg)?;
+            let set = properties
+                .into_iter()
+                .fold(tx.update_table_properties(), |p, (k, v)| p.set(k, v));
+            let tx = set.apply(tx).map_err(from_iceberg)?;
+            tx.commit(&one_attempt).await
+        } else {
+            // Delete files: a row delta floe writes itself (`crate::delta`).
+            let (requirements, mut updates) =
+                crate::delta::snapshot_updates(&table, files, summary).await?;
+            updates.push(TableUpdate::SetProperties {
+                updates: properties,
+            });
+            one_attempt
+                .commit_updates(&req.table, requirements, updates)
+                .await
+        };
         let lost = after_attempt(result.is_ok());
         let err = match result {
             Ok(_) if lost => Error::new(ErrorKind::StateUnknown, "the commit's answer was lost"),
@@ -353,7 +373,7 @@ pub async fn append_with_hook(
 
 /// A catalog whose table commits iceberg's transaction never retries, and whose table loads
 /// answer the table floe searched for its commit id (see the module doc).
-struct OneAttempt<'a>(&'a dyn Catalog, &'a Table);
+struct OneAttempt<'a>(&'a dyn FloeCatalog, &'a Table);
 
 impl std::fmt::Debug for OneAttempt<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -372,11 +392,11 @@ crate::wrap_catalog!(
             self.0.load_table(ident).await
         }
     },
-    update | self,
-    commit | {
-        self.0
-            .update_table(commit)
-            .await
+    commit | self,
+    ident,
+    requirements,
+    updates | {
+        (self.0.commit_updates(ident, requirements, updates).await)
             .map_err(|e| e.with_retryable(false))
     }
 );

@@ -8,19 +8,22 @@
 //! - [`staged`]: data files as kept in the checkpoint table until they are committed.
 //! - [`wrap_catalog!`]: a catalog passing every call but its table commits to another.
 //! - [`commit`]: one snapshot per commit, carrying floe's commit id; history checked before retries.
+//! - [`delta`]: row deltas (data and delete files in one snapshot), written by floe itself.
 
 pub mod aws_chain;
 pub mod catalog;
 pub mod commit;
+pub mod delta;
 pub mod rest;
 pub mod s3tables;
 pub mod schema;
+pub mod sql;
 pub mod staged;
 pub mod table;
 pub mod wrap;
 pub mod writer;
 
-pub use catalog::{CatalogConfig, CatalogKind, from_iceberg, open_catalog};
+pub use catalog::{CatalogConfig, CatalogKind, FloeCatalog, from_iceberg, open_catalog};
 pub use commit::{
     AppendOutcome, AppendRequest, BATCH_IDS_PROP, CHECKPOINT_PROP, COMMIT_ID_PROP, COMMIT_IDS_PROP,
     FoundCommit, append_exactly_once, find_commit,

@@ -2,29 +2,42 @@
 //! commits, which it handles itself (floe's single-attempt commits; tests that delay or race
 //! commits).
 
-/// Implement `iceberg::Catalog` for `$ty` by passing every call to `self.$inner` (a field
-/// holding a `&dyn Catalog` or `Arc<dyn Catalog>`) except `update_table`, whose body is given:
+/// Implement `iceberg::Catalog` and [`FloeCatalog`](crate::FloeCatalog) for `$ty` by passing
+/// every call to `self.$inner` (a field holding a `&dyn FloeCatalog` or `Arc<dyn FloeCatalog>`,
+/// or any `Catalog` when the commit body does not call it) except the table commits, whose body
+/// is given once for both entry points (`update_table` hands its requirements and updates to
+/// it):
 ///
 /// ```ignore
-/// struct Slow(Arc<dyn Catalog>);
-/// floe_iceberg::wrap_catalog!(Slow, 0, |self, commit| {
+/// struct Slow(Arc<dyn FloeCatalog>);
+/// floe_iceberg::wrap_catalog!(Slow, 0, |self, ident, requirements, updates| {
 ///     tokio::time::sleep(Duration::from_secs(3)).await;
-///     self.0.update_table(commit).await
+///     self.0.commit_updates(ident, requirements, updates).await
 /// });
 /// ```
 ///
 /// The crate using it depends on `iceberg` and `async-trait`.
 ///
 /// A second form also gives `load_table`'s body (a wrapper that must answer loads itself):
-/// `wrap_catalog!(Ty, 0, load |self, ident| { .. }, update |self, commit| { .. })`.
+/// `wrap_catalog!(Ty, 0, load |self, ident| { .. }, commit |self, ident, reqs, updates| { .. })`.
 #[macro_export]
 macro_rules! wrap_catalog {
-    ($ty:ty, $inner:tt, |$s:ident, $commit:ident| $update:block) => {
+    ($ty:ty, $inner:tt, |$s:ident, $ident:ident, $reqs:ident, $updates:ident| $commit:block) => {
         $crate::wrap_catalog!($ty, $inner, load |$s, ident| { $s.$inner.load_table(ident).await },
-            update |$s, $commit| $update);
+            commit |$s, $ident, $reqs, $updates| $commit);
     };
-    ($ty:ty, $inner:tt, load |$s:ident, $ident:ident| $load:block,
-        update |$s2:ident, $commit:ident| $update:block) => {
+    ($ty:ty, $inner:tt, load |$s:ident, $lident:ident| $load:block,
+        commit |$s2:ident, $ident:ident, $reqs:ident, $updates:ident| $commit:block) => {
+        #[::async_trait::async_trait]
+        impl $crate::FloeCatalog for $ty {
+            async fn commit_updates(
+                &$s2,
+                $ident: &::iceberg::TableIdent,
+                $reqs: Vec<::iceberg::TableRequirement>,
+                $updates: Vec<::iceberg::TableUpdate>,
+            ) -> ::iceberg::Result<::iceberg::table::Table> $commit
+        }
+
         #[::async_trait::async_trait]
         impl ::iceberg::Catalog for $ty {
             async fn list_namespaces(
@@ -74,7 +87,7 @@ macro_rules! wrap_catalog {
             }
             async fn load_table(
                 &$s,
-                $ident: &::iceberg::TableIdent,
+                $lident: &::iceberg::TableIdent,
             ) -> ::iceberg::Result<::iceberg::table::Table> $load
             async fn drop_table(&$s, t: &::iceberg::TableIdent) -> ::iceberg::Result<()> {
                 $s.$inner.drop_table(t).await
@@ -100,9 +113,14 @@ macro_rules! wrap_catalog {
                 $s.$inner.register_table(t, location).await
             }
             async fn update_table(
-                &$s2,
-                $commit: ::iceberg::TableCommit,
-            ) -> ::iceberg::Result<::iceberg::table::Table> $update
+                &$s,
+                mut commit: ::iceberg::TableCommit,
+            ) -> ::iceberg::Result<::iceberg::table::Table> {
+                let ident = commit.identifier().clone();
+                let requirements = commit.take_requirements();
+                let updates = commit.take_updates();
+                $crate::FloeCatalog::commit_updates($s, &ident, requirements, updates).await
+            }
         }
     };
 }

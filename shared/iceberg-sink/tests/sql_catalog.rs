@@ -24,7 +24,7 @@ use floe_iceberg::{
 };
 
 /// The embedded SQL catalog in `dir` (catalog.db, warehouse/), and `dir` canonicalised.
-async fn sql_catalog(dir: &Path) -> (std::path::PathBuf, Arc<dyn iceberg::Catalog>) {
+async fn sql_catalog(dir: &Path) -> (std::path::PathBuf, Arc<dyn floe_iceberg::FloeCatalog>) {
     let root = dir.canonicalize().unwrap();
     let props = HashMap::from([
         ("type".to_owned(), "sql".to_owned()),
@@ -64,7 +64,10 @@ fn batch(schema: &arrow_schema::SchemaRef, ids: &[i64], day: i64) -> RecordBatch
 }
 
 /// A fresh table `demo.<name>` (unpartitioned, [`schema`]) in a SQL catalog under `dir`.
-async fn fresh_table(dir: &Path, name: &str) -> (Arc<dyn iceberg::Catalog>, TableIdent, Table) {
+async fn fresh_table(
+    dir: &Path,
+    name: &str,
+) -> (Arc<dyn floe_iceberg::FloeCatalog>, TableIdent, Table) {
     let (_, catalog) = sql_catalog(dir).await;
     let ident = parse_ident(&format!("demo.{name}")).unwrap();
     let definition = TableDefinition {
@@ -80,11 +83,21 @@ async fn fresh_table(dir: &Path, name: &str) -> (Arc<dyn iceberg::Catalog>, Tabl
 
 /// Data files holding `ids`, written for `table`.
 async fn files_of(table: &Table, ids: &[i64]) -> Vec<iceberg::spec::DataFile> {
-    let mut writer = TableWriter::new(table, &WriterOptions::default())
-        .await
-        .unwrap();
+    files_of_day(table, ids, 20_100).await
+}
+
+/// Data files holding `ids` on `day`, written for `table` under names no other call uses (a
+/// writer numbers its files from 0 after its prefix, as a batch does).
+async fn files_of_day(table: &Table, ids: &[i64], day: i64) -> Vec<iceberg::spec::DataFile> {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let options = WriterOptions {
+        file_prefix: format!("files-{call}"),
+        ..Default::default()
+    };
+    let mut writer = TableWriter::new(table, &options).await.unwrap();
     let schema = writer.arrow_schema().clone();
-    writer.write(batch(&schema, ids, 20_100)).await.unwrap();
+    writer.write(batch(&schema, ids, day)).await.unwrap();
     writer.close().await.unwrap()
 }
 
@@ -420,4 +433,196 @@ async fn a_commit_whose_snapshot_expired_is_still_found() {
     );
     let table = catalog.load_table(&ident).await.unwrap();
     assert_eq!(common::total_records(&table), 3);
+}
+
+/// A commit of `files` under `commit_id` into `ident`, with no batch check.
+fn request(
+    ident: &TableIdent,
+    files: Vec<iceberg::spec::DataFile>,
+    commit_id: &str,
+) -> AppendRequest {
+    AppendRequest {
+        table: ident.clone(),
+        files,
+        commit_id: commit_id.into(),
+        summary: HashMap::new(),
+        deadline: Instant::now() + Duration::from_secs(30),
+        file_batches: Vec::new(),
+    }
+}
+
+/// The `(id, day)` of every row iceberg-rust's scan returns (deletes applied), sorted.
+async fn scanned(catalog: &dyn floe_iceberg::FloeCatalog, ident: &TableIdent) -> Vec<(i64, i64)> {
+    use futures::TryStreamExt;
+    let table = catalog.load_table(ident).await.unwrap();
+    let stream = table
+        .scan()
+        .select_all()
+        .build()
+        .unwrap()
+        .to_arrow()
+        .await
+        .unwrap();
+    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    let mut rows = Vec::new();
+    for b in batches {
+        let ids = b
+            .column_by_name("id")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        let ts = (b.column_by_name("ts").unwrap().as_any())
+            .downcast_ref::<TimestampMicrosecondArray>()
+            .unwrap();
+        rows.extend((0..b.num_rows()).map(|i| (ids.value(i), ts.value(i) / 86_400_000_000)));
+    }
+    rows.sort();
+    rows
+}
+
+/// The `(id, day)` of every row of a reader's JSON answer (`ts` in ISO 8601), sorted.
+fn read_rows(read: &serde_json::Value) -> Vec<(i64, i64)> {
+    let mut rows: Vec<(i64, i64)> = (read["rows"].as_array().unwrap().iter())
+        .map(|r| {
+            let ts = r["ts"].as_str().unwrap();
+            let date = chrono::DateTime::parse_from_rfc3339(&ts.replace(' ', "T")).unwrap();
+            (r["id"].as_i64().unwrap(), date.timestamp() / 86_400)
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The current metadata file of `ident`.
+async fn metadata_location(catalog: &dyn floe_iceberg::FloeCatalog, ident: &TableIdent) -> String {
+    let table = catalog.load_table(ident).await.unwrap();
+    table.metadata_location().unwrap().to_owned()
+}
+
+/// A row delta adds new rows and deletes older ones by position in one snapshot, exactly once
+/// when its answer is lost; pyiceberg, DuckDB and iceberg-rust all read the same current rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_delta_deletes_by_position_in_the_snapshot_that_adds_rows() {
+    use floe_iceberg::delta::{PositionDeletes, write_position_deletes};
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident, table) = fresh_table(dir.path(), "mirror").await;
+    let first = files_of(&table, &[1, 2, 3, 4]).await;
+    assert_eq!(first.len(), 1);
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, first.clone(), "c1"))
+        .await
+        .unwrap();
+
+    // Rows 1 and 3 of the first file (ids 2 and 4) go; ids 5 and 6 come, in one snapshot.
+    let table = catalog.load_table(&ident).await.unwrap();
+    let deletes = write_position_deletes(&table, &PositionDeletes::of(&first[0], vec![3, 1]))
+        .await
+        .unwrap();
+    let mut files = files_of(&table, &[5, 6]).await;
+    files.push(deletes);
+    let req = request(&ident, files, "c2");
+    let lose_first = std::sync::atomic::AtomicBool::new(true);
+    let outcome = append_with_hook(catalog.as_ref(), &req, &|ok| {
+        ok && lose_first.swap(false, std::sync::atomic::Ordering::SeqCst)
+    })
+    .await
+    .unwrap();
+    assert!(
+        matches!(outcome, AppendOutcome::AlreadyCommitted { .. }),
+        "{outcome:?}"
+    );
+
+    let want = vec![(1, 20_100), (3, 20_100), (5, 20_100), (6, 20_100)];
+    assert_eq!(scanned(catalog.as_ref(), &ident).await, want);
+    let root = dir.path().canonicalize().unwrap();
+    let read = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &root.join("catalog.db"),
+        &root.join("warehouse"),
+        "demo.mirror",
+    );
+    assert_eq!(read_rows(&read), want, "pyiceberg: {read}");
+    let snapshots = read["snapshots"].as_array().unwrap();
+    assert_eq!(snapshots.len(), 2, "one snapshot per commit: {read}");
+    let delta = (snapshots.iter())
+        .find(|s| s["summary"]["floe.commit-id"] == "c2")
+        .unwrap();
+    assert_eq!(delta["operation"], "overwrite", "{read}");
+    let summary = &delta["summary"];
+    assert_eq!(summary["added-position-deletes"], "2", "{read}");
+    assert_eq!(summary["total-data-files"], "2", "{read}");
+    let location = metadata_location(catalog.as_ref(), &ident).await;
+    let duck = floe_testbed::duckdb::read_metadata(&location, Some("id"));
+    assert_eq!(read_rows(&duck), want, "duckdb: {duck}");
+}
+
+/// An equality delete deletes a key's rows of earlier snapshots and leaves the rows its own
+/// snapshot adds: an upsert. DuckDB and iceberg-rust read it; pyiceberg refuses equality
+/// deletes, and the test checks that it says so rather than reading the deleted rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_equality_delete_replaces_a_keys_earlier_rows_only() {
+    use iceberg::writer::base_writer::equality_delete_writer::{
+        EqualityDeleteFileWriterBuilder, EqualityDeleteWriterConfig,
+    };
+    use iceberg::writer::file_writer::ParquetWriterBuilder;
+    use iceberg::writer::file_writer::location_generator::{
+        DefaultFileNameGenerator, DefaultLocationGenerator,
+    };
+    use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+    use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident, table) = fresh_table(dir.path(), "upserts").await;
+    let first = files_of(&table, &[1, 2, 3, 4]).await;
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, first, "c1"))
+        .await
+        .unwrap();
+
+    // Keys 2 and 4 are written again (day 20_200) and deleted by equality in the same snapshot.
+    let table = catalog.load_table(&ident).await.unwrap();
+    let schema = table.metadata().current_schema().clone();
+    let id_field = schema.field_by_name("id").unwrap().id;
+    let config = EqualityDeleteWriterConfig::new(vec![id_field], schema.clone()).unwrap();
+    let delete_schema =
+        iceberg::arrow::arrow_schema_to_schema(config.projected_arrow_schema_ref()).unwrap();
+    let rolling = RollingFileWriterBuilder::new_with_default_file_size(
+        ParquetWriterBuilder::new(Default::default(), Arc::new(delete_schema)),
+        table.file_io().clone(),
+        DefaultLocationGenerator::new(table.metadata()).unwrap(),
+        DefaultFileNameGenerator::new("eq".into(), None, iceberg::spec::DataFileFormat::Parquet),
+    );
+    let key_schema = config.projected_arrow_schema_ref().clone();
+    let mut writer = EqualityDeleteFileWriterBuilder::new(rolling, config)
+        .build(None)
+        .await
+        .unwrap();
+    let keys =
+        RecordBatch::try_new(key_schema, vec![Arc::new(Int64Array::from(vec![2, 4]))]).unwrap();
+    writer.write(keys).await.unwrap();
+    let mut files = writer.close().await.unwrap();
+    files.extend(files_of_day(&table, &[2, 4, 5], 20_200).await);
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, files, "c2"))
+        .await
+        .unwrap();
+
+    let want = vec![
+        (1, 20_100),
+        (2, 20_200),
+        (3, 20_100),
+        (4, 20_200),
+        (5, 20_200),
+    ];
+    assert_eq!(scanned(catalog.as_ref(), &ident).await, want);
+    let location = metadata_location(catalog.as_ref(), &ident).await;
+    let duck = floe_testbed::duckdb::read_metadata(&location, Some("id"));
+    assert_eq!(read_rows(&duck), want, "duckdb: {duck}");
+    let root = dir.path().canonicalize().unwrap();
+    let refused = floe_testbed::pyiceberg::try_read_sql_table(
+        "floe",
+        &root.join("catalog.db"),
+        &root.join("warehouse"),
+        "demo.upserts",
+    );
+    let err = refused.expect_err("pyiceberg 0.12 does not read equality deletes");
+    assert!(err.to_string().to_lowercase().contains("equality"), "{err}");
 }

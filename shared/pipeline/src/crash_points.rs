@@ -9,10 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::Int64Array;
+use floe_iceberg::FloeCatalog;
 use futures::TryStreamExt;
-use iceberg::io::LocalFsStorageFactory;
-use iceberg::memory::MemoryCatalogBuilder;
-use iceberg::{Catalog, CatalogBuilder, TableIdent};
+use iceberg::TableIdent;
 
 use crate::config::{FloeConfig, parse};
 use crate::fault::Faults;
@@ -63,29 +62,24 @@ pub(crate) fn write_bucket(dir: &Path) {
     }
 }
 
-pub(crate) async fn memory_catalog(dir: &Path) -> Arc<dyn Catalog> {
-    let warehouse = dir.join("warehouse");
-    std::fs::create_dir_all(&warehouse).unwrap();
-    let props = HashMap::from([(
-        "warehouse".to_owned(),
-        format!("file://{}", warehouse.display()),
-    )]);
-    let catalog = MemoryCatalogBuilder::default()
-        .with_storage_factory(Arc::new(LocalFsStorageFactory))
-        .load("floe", props)
-        .await
-        .unwrap();
-    Arc::new(catalog)
+/// The embedded SQL catalog in `dir` (`catalog.db`, `warehouse/`), as floe opens it.
+pub(crate) async fn local_catalog(dir: &Path) -> Arc<dyn FloeCatalog> {
+    let props = HashMap::from([
+        ("uri".to_owned(), "catalog.db".to_owned()),
+        ("warehouse".to_owned(), "warehouse".to_owned()),
+    ]);
+    let config = floe_iceberg::CatalogConfig::from_props("floe", props, dir).unwrap();
+    floe_iceberg::open_catalog(&config).await.unwrap()
 }
 
-async fn pipeline(dir: &Path, catalog: &Arc<dyn Catalog>, faults: Faults) -> Pipeline {
+async fn pipeline(dir: &Path, catalog: &Arc<dyn FloeCatalog>, faults: Faults) -> Pipeline {
     pipeline_of(CONFIG, dir, catalog, faults).await
 }
 
 async fn pipeline_of(
     text: &str,
     dir: &Path,
-    catalog: &Arc<dyn Catalog>,
+    catalog: &Arc<dyn FloeCatalog>,
     faults: Faults,
 ) -> Pipeline {
     let raw = parse(text, false).unwrap();
@@ -101,12 +95,12 @@ async fn pipeline_of(
 }
 
 /// The ids in `t.events`, sorted.
-pub(crate) async fn ids(catalog: &Arc<dyn Catalog>) -> Vec<i64> {
+pub(crate) async fn ids(catalog: &Arc<dyn FloeCatalog>) -> Vec<i64> {
     ids_of(catalog, &TableIdent::from_strs(["t", "events"]).unwrap()).await
 }
 
 /// The ids in `ident`, sorted.
-pub(crate) async fn ids_of(catalog: &Arc<dyn Catalog>, ident: &TableIdent) -> Vec<i64> {
+pub(crate) async fn ids_of(catalog: &Arc<dyn FloeCatalog>, ident: &TableIdent) -> Vec<i64> {
     let table = catalog.load_table(ident).await.unwrap();
     let scan = table.scan().select(["id"]).build().unwrap();
     let batches: Vec<_> = scan.to_arrow().await.unwrap().try_collect().await.unwrap();
@@ -133,7 +127,7 @@ fn only_lease_ran_out(failures: &[String]) -> bool {
 async fn halt_then_recover(
     text: &str,
     dir: &Path,
-    catalog: &Arc<dyn Catalog>,
+    catalog: &Arc<dyn FloeCatalog>,
     point: &str,
     meanwhile: impl FnOnce(),
 ) -> RunReport {
@@ -194,7 +188,7 @@ async fn halt_then_recover(
 async fn crash_and_recover(point: &str) {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let again = halt_then_recover(CONFIG, dir.path(), &catalog, point, || {}).await;
     assert_eq!(again.rows(), 0, "{point}: a second pass lands nothing");
     assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>(), "{point}");
@@ -245,7 +239,7 @@ async fn an_object_that_fails_is_named_and_the_rest_of_its_batch_lands() {
     write_bucket(dir.path());
     // Not gzip at all: the decoder fails on the first bytes.
     std::fs::write(dir.path().join("bucket/broken.ndjson.gz"), b"not gzip").unwrap();
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let text = CONFIG.replace(
         "suffix = \".ndjson\"",
         "suffix = [\".ndjson\", \".gz\"]\non-error = \"fail\"",
@@ -291,7 +285,7 @@ async fn an_object_that_fails_is_named_and_the_rest_of_its_batch_lands() {
 async fn a_pass_without_faults_lands_every_row_once() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let p = pipeline(dir.path(), &catalog, Faults::default()).await;
     let report = p.run_once(true).await.unwrap();
     assert_eq!(report.rows(), 9);
@@ -365,7 +359,7 @@ schema = '{{"fields":[{{"name":"id","type":"long","required":true}},{{"name":"v"
         let text = config(&emu);
         let dir = tempfile::tempdir().unwrap();
         write_bucket(dir.path());
-        let catalog = memory_catalog(dir.path()).await;
+        let catalog = local_catalog(dir.path()).await;
         halt_then_recover(&text, dir.path(), &catalog, point, || {
             if expire {
                 emu.advance_clock(Duration::from_secs(25 * 3600));
@@ -412,7 +406,7 @@ schema = '{{"fields":[{{"name":"id","type":"long","required":true}},{{"name":"v"
         assert!(text.contains("identifierFields") && text.contains("upsert"));
         let dir = tempfile::tempdir().unwrap();
         write_bucket(dir.path());
-        let catalog = memory_catalog(dir.path()).await;
+        let catalog = local_catalog(dir.path()).await;
         halt_then_recover(
             &text,
             dir.path(),
@@ -437,7 +431,7 @@ schema = '{{"fields":[{{"name":"id","type":"long","required":true}},{{"name":"v"
             let emu = MaxComputeEmulator::start(emu_config).await.unwrap();
             let dir = tempfile::tempdir().unwrap();
             write_bucket(dir.path());
-            let catalog = memory_catalog(dir.path()).await;
+            let catalog = local_catalog(dir.path()).await;
             halt_then_recover(&config(&emu), dir.path(), &catalog, point, || {
                 emu.forget_sessions()
             })
@@ -518,7 +512,7 @@ impl floe_checkpoint::CheckpointStore for LosesClaimAnswer {
 async fn a_takeover_claim_whose_answer_was_lost_does_not_lose_the_object() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     {
         let crashed = pipeline(dir.path(), &catalog, Faults::halt_at("ingest.after-claim")).await;
         tokio::select! {
@@ -561,7 +555,7 @@ async fn a_takeover_claim_whose_answer_was_lost_does_not_lose_the_object() {
 /// after the append, before the stray record is written.
 async fn land_beside_a_stray_record(
     dir: &Path,
-    catalog: &Arc<dyn Catalog>,
+    catalog: &Arc<dyn FloeCatalog>,
     between: impl std::future::Future<Output = ()>,
 ) {
     use crate::protocol::records::{BatchRecord, commit_prefix};
@@ -593,7 +587,7 @@ async fn land_beside_a_stray_record(
 }
 
 /// Recover with a fresh pipeline: nothing fails, `want` is the table, nothing is left staged.
-async fn recover_to(dir: &Path, catalog: &Arc<dyn Catalog>, want: &[i64]) {
+async fn recover_to(dir: &Path, catalog: &Arc<dyn FloeCatalog>, want: &[i64]) {
     let p = pipeline(dir, catalog, Faults::default()).await;
     let run = p.run_once(true).await.unwrap();
     assert!(run.failures().is_empty(), "{:?}", run.failures());
@@ -610,7 +604,7 @@ async fn recover_to(dir: &Path, catalog: &Arc<dyn Catalog>, want: &[i64]) {
 async fn a_stray_commit_record_does_not_append_batches_another_commit_landed() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     land_beside_a_stray_record(dir.path(), &catalog, async {}).await;
     recover_to(dir.path(), &catalog, &[1, 2, 3, 4, 5, 6, 7, 8, 9]).await;
 }
@@ -623,7 +617,7 @@ async fn a_stray_commit_record_does_not_append_batches_another_commit_landed() {
 async fn a_stray_commit_record_recovered_after_the_landed_one_expired_appends_nothing() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let expire = async {
         // Another writer appends a row (id 100), then every snapshot but the current one expires.
         use iceberg::transaction::{ApplyTransactionAction, Transaction};
@@ -673,7 +667,7 @@ async fn a_batch_left_open_by_a_stopped_instance_is_cleared_by_a_commit_pass() {
     use floe_checkpoint::StoreExt;
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     {
         let crashed = pipeline(
             dir.path(),

@@ -6,24 +6,24 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use iceberg::Catalog;
+use floe_iceberg::FloeCatalog;
 
 use crate::config::{FloeConfig, parse};
-use crate::crash_points::{CONFIG, ids, memory_catalog, write_bucket};
+use crate::crash_points::{CONFIG, ids, local_catalog, write_bucket};
 use crate::pipeline::Pipeline;
 
 /// A catalog whose table commits reach the inner catalog only after `delay` (a slow catalog,
 /// a commit slower than the lease).
 #[derive(Debug)]
-struct SlowCommits(Arc<dyn Catalog>, Duration);
+struct SlowCommits(Arc<dyn FloeCatalog>, Duration);
 
-floe_iceberg::wrap_catalog!(SlowCommits, 0, |self, commit| {
+floe_iceberg::wrap_catalog!(SlowCommits, 0, |self, ident, requirements, updates| {
     tokio::time::sleep(self.1).await;
-    self.0.update_table(commit).await
+    self.0.commit_updates(ident, requirements, updates).await
 });
 
 /// An instance with its own owner, over the checkpoint table in `dir` and `catalog`.
-async fn instance(dir: &Path, catalog: Arc<dyn Catalog>, lease_ms: u64) -> Pipeline {
+async fn instance(dir: &Path, catalog: Arc<dyn FloeCatalog>, lease_ms: u64) -> Pipeline {
     let raw = parse(CONFIG, false).unwrap();
     let mut config = FloeConfig::from_raw(raw, dir).unwrap();
     config.commit.lease_ms = lease_ms;
@@ -42,13 +42,13 @@ async fn instance(dir: &Path, catalog: Arc<dyn Catalog>, lease_ms: u64) -> Pipel
 async fn a_commit_slower_than_the_lease_lands_once() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let stager = instance(dir.path(), catalog.clone(), 1000).await;
     let staged = stager.run_once(false).await.unwrap();
     assert!(staged.commits.commits.is_empty(), "{:?}", staged.commits);
     assert!(!stager.staged_summary().await.unwrap().is_empty());
 
-    let slow: Arc<dyn Catalog> = Arc::new(SlowCommits(catalog.clone(), Duration::from_secs(3)));
+    let slow: Arc<dyn FloeCatalog> = Arc::new(SlowCommits(catalog.clone(), Duration::from_secs(3)));
     let first = instance(dir.path(), slow, 1000).await;
     let second = instance(dir.path(), catalog.clone(), 1000).await;
     let (a, b) = tokio::join!(first.commit(true), async {
@@ -83,7 +83,7 @@ async fn a_commit_slower_than_the_lease_lands_once() {
 async fn a_committer_whose_lease_was_taken_stops() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let stager = instance(dir.path(), catalog.clone(), 1000).await;
     stager.run_once(false).await.unwrap();
     let target = crate::targets::TargetId::iceberg("floe", "t.events");
@@ -121,7 +121,7 @@ async fn a_failing_target_does_not_hold_up_the_others() {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("o.ndjson"), format!("{{\"id\":{id}}}\n")).unwrap();
     }
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let two_routes = CONFIG.replace(
         "[[routes]]\ntable = \"t.events\"\nsuffix = \".ndjson\"\n",
         "[[routes]]\nprefix = \"x/\"\ntable = \"t.x\"\n\n[[routes]]\nprefix = \"y/\"\ntable = \"t.y\"\n",
@@ -249,7 +249,7 @@ impl floe_storage::ObjectStore for Watched {
 async fn a_denied_read_is_retried_not_dead_lettered() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let mut p = instance(dir.path(), catalog.clone(), 1000).await;
     let store =
         Watched::new(floe_storage::LocalStore::new(dir.path().join("bucket"), "b").unwrap());
@@ -283,7 +283,7 @@ fn created(key: &str, etag: &str, seq: u32) -> floe_core::ObjectChange {
 
 /// An instance over `dir`'s checkpoint and `catalog` whose every read of the bucket folder
 /// waits `delay` first.
-async fn reading_slowly(dir: &Path, catalog: Arc<dyn Catalog>, delay: Duration) -> Pipeline {
+async fn reading_slowly(dir: &Path, catalog: Arc<dyn FloeCatalog>, delay: Duration) -> Pipeline {
     let mut p = instance(dir, catalog, 1000).await;
     let mut store = Watched::new(floe_storage::LocalStore::new(dir.join("bucket"), "b").unwrap());
     store.delay = delay;
@@ -307,7 +307,7 @@ async fn local_change(dir: &Path, key: &str, seq: u32) -> floe_core::ObjectChang
 async fn a_read_still_running_at_the_stop_time_is_given_back_and_the_rest_lands() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let raw = parse(CONFIG, false).unwrap();
     let mut config = FloeConfig::from_raw(raw, dir.path()).unwrap();
     config.ingest.batch_objects = 3;
@@ -355,7 +355,7 @@ async fn a_read_still_running_at_the_stop_time_is_given_back_and_the_rest_lands(
 async fn a_pushed_duplicate_waits_out_the_live_claim_instead_of_failing() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let open = |delay: Duration| reading_slowly(dir.path(), catalog.clone(), delay);
     let mut event = crate::sources::land::Deliveries::default();
     event.push([local_change(dir.path(), "a.ndjson", 1).await]);
@@ -391,7 +391,7 @@ async fn appends_to_one_object_on_two_instances_land_each_line_once() {
     let dir = tempfile::tempdir().unwrap();
     let bucket = dir.path().join("bucket");
     std::fs::create_dir(&bucket).unwrap();
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let grow = |upto: i64, seq: u32| {
         let body: String = (1..=upto).map(|i| format!("{{\"id\":{i}}}\n")).collect();
         std::fs::write(bucket.join("app.ndjson"), &body).unwrap();
@@ -459,7 +459,7 @@ async fn an_object_overwritten_before_its_read_lands_each_version_once() {
     for first_v1 in [true, false] {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("bucket")).unwrap();
-        let catalog = memory_catalog(dir.path()).await;
+        let catalog = local_catalog(dir.path()).await;
         let mut p = instance(dir.path(), catalog.clone(), 1000).await;
         p.stores = Arc::new(crate::sources::stores::SingleStore(store.clone()));
         let key = if first_v1 {
@@ -502,7 +502,7 @@ async fn an_idle_commit_pass_does_not_read_finished_history() {
     let checkpoint: Arc<dyn floe_checkpoint::CheckpointStore> = Arc::new(
         floe_checkpoint::ObjectStoreCheckpoint::new(Arc::new(state), "floe/checkpoint/"),
     );
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let raw = parse(
         &CONFIG.replace("batch-objects = 2", "batch-objects = 1"),
         false,
@@ -537,7 +537,7 @@ async fn an_idle_commit_pass_does_not_read_finished_history() {
 async fn a_slow_object_keeps_its_batch_alive() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let open = |delay: Duration| {
         let (dir, catalog) = (dir.path().to_owned(), catalog.clone());
         async move {
@@ -592,7 +592,7 @@ async fn a_slow_object_keeps_its_batch_alive() {
 async fn a_hanging_object_is_given_back_and_the_rest_of_its_batch_lands() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let raw = parse(CONFIG, false).unwrap();
     let mut config = FloeConfig::from_raw(raw, dir.path()).unwrap();
     config.ingest.object_timeout_ms = 300;
@@ -633,7 +633,7 @@ async fn a_hanging_object_is_given_back_and_the_rest_of_its_batch_lands() {
 async fn an_object_over_the_size_limit_is_set_aside_unread() {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
-    let catalog = memory_catalog(dir.path()).await;
+    let catalog = local_catalog(dir.path()).await;
     let raw = parse(CONFIG, false).unwrap();
     let mut config = FloeConfig::from_raw(raw, dir.path()).unwrap();
     config.ingest.max_object_bytes = 60;

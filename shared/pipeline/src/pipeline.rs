@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use floe_checkpoint::{CheckpointStore, SqliteStore};
 use floe_core::{ObjectChange, Result};
+use floe_iceberg::FloeCatalog;
 use floe_storage::{LocalStore, ObjectStore, PrefixedStore};
 use iceberg::Catalog;
 
@@ -56,7 +57,7 @@ pub struct Pipeline {
     /// Where objects are read from.
     pub(crate) stores: Arc<dyn StoreResolver>,
     pub(crate) dead_letters: Arc<dyn ObjectStore>,
-    pub(crate) catalog: Arc<dyn Catalog>,
+    pub(crate) catalog: Arc<dyn FloeCatalog>,
     /// The staging tables of routes whose only target is MaxCompute (None when no route is).
     pub(crate) staging: Option<Arc<StagingCatalog>>,
     /// The catalog's name (part of target ids).
@@ -81,7 +82,7 @@ pub struct Pipeline {
 pub struct PipelineBuilder {
     config: FloeConfig,
     checkpoint: Option<Arc<dyn CheckpointStore>>,
-    catalog: Option<Arc<dyn Catalog>>,
+    catalog: Option<Arc<dyn FloeCatalog>>,
     faults: Option<Faults>,
     progress: Option<Progress>,
 }
@@ -94,7 +95,7 @@ impl PipelineBuilder {
     }
 
     /// Use this catalog instead of opening `[iceberg]`'s.
-    pub fn catalog(mut self, catalog: Arc<dyn Catalog>) -> Self {
+    pub fn catalog(mut self, catalog: Arc<dyn FloeCatalog>) -> Self {
         self.catalog = Some(catalog);
         self
     }
@@ -130,7 +131,7 @@ impl PipelineBuilder {
         };
         let (stores, dedupe_ttl, cloud) = open_source(&config, &checkpoint).await?;
         let dead_letters = open_dead_letters(&config.dead_letter).await?;
-        let catalog: Arc<dyn Catalog> = match self.catalog {
+        let catalog: Arc<dyn FloeCatalog> = match self.catalog {
             Some(c) => c,
             None if !config.opens_iceberg_catalog() => {
                 Arc::new(crate::targets::staging::NoIcebergCatalog)
@@ -258,7 +259,7 @@ impl Pipeline {
     }
 
     /// The Iceberg catalog.
-    pub fn catalog(&self) -> &Arc<dyn Catalog> {
+    pub fn catalog(&self) -> &Arc<dyn FloeCatalog> {
         &self.catalog
     }
 

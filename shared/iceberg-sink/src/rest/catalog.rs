@@ -641,3 +641,15 @@ impl Catalog for RestCatalog {
         self.commit_table(&ident, &requirements, &updates).await
     }
 }
+
+#[async_trait]
+impl crate::FloeCatalog for RestCatalog {
+    async fn commit_updates(
+        &self,
+        ident: &TableIdent,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<Table> {
+        self.commit_table(ident, &requirements, &updates).await
+    }
+}

@@ -33,7 +33,7 @@ use iceberg::spec::{TableMetadata, TableMetadataBuilder, TableMetadataRef};
 use iceberg::table::Table;
 use iceberg::{
     Catalog, Error, ErrorKind, MetadataLocation, Namespace, NamespaceIdent, Result, Runtime,
-    TableCommit, TableCreation, TableIdent,
+    TableCommit, TableCreation, TableIdent, TableRequirement, TableUpdate,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -465,19 +465,34 @@ impl Catalog for S3TablesCatalog {
 
     async fn update_table(&self, mut commit: TableCommit) -> Result<Table> {
         let ident = commit.identifier().clone();
+        let requirements = commit.take_requirements();
+        let updates = commit.take_updates();
+        crate::FloeCatalog::commit_updates(self, &ident, requirements, updates).await
+    }
+}
+
+#[async_trait]
+impl crate::FloeCatalog for S3TablesCatalog {
+    async fn commit_updates(
+        &self,
+        ident: &TableIdent,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<Table> {
+        let ident = ident.clone();
         let ns = single(ident.namespace())?.to_owned();
         let kept = self.bases().get(&ident).cloned();
         let base = match kept {
             Some(b) => b,
             None => self.read_base(&ident).await?,
         };
-        for requirement in commit.take_requirements() {
+        for requirement in requirements {
             requirement.check(Some(&base.metadata))?;
         }
         let mut builder = (*base.metadata)
             .clone()
             .into_builder(Some(base.metadata_location.clone()));
-        for update in commit.take_updates() {
+        for update in updates {
             builder = update.apply(builder)?;
         }
         let metadata = builder.build()?.metadata;

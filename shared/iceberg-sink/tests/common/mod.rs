@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use floe_iceberg::FloeCatalog;
 use iceberg::arrow::schema_to_arrow_schema;
 use iceberg::spec::{DataFileFormat, NestedField, PrimitiveType, Schema, Type};
 use iceberg::table::Table;
@@ -127,7 +128,7 @@ pub fn total_records(table: &Table) -> u64 {
 /// (409 / stale token) and is retried by iceberg's transaction. Counts the conflicts it sees.
 #[derive(Debug)]
 pub struct RacingCatalog {
-    inner: Arc<dyn Catalog>,
+    inner: Arc<dyn FloeCatalog>,
     barrier: Arc<Barrier>,
     waited: AtomicBool,
     pub conflicts: Arc<AtomicUsize>,
@@ -135,7 +136,10 @@ pub struct RacingCatalog {
 
 impl RacingCatalog {
     /// Two wrappers sharing one barrier and conflict counter.
-    pub fn pair(a: Arc<dyn Catalog>, b: Arc<dyn Catalog>) -> (Self, Self, Arc<AtomicUsize>) {
+    pub fn pair(
+        a: Arc<dyn FloeCatalog>,
+        b: Arc<dyn FloeCatalog>,
+    ) -> (Self, Self, Arc<AtomicUsize>) {
         let barrier = Arc::new(Barrier::new(2));
         let conflicts = Arc::new(AtomicUsize::new(0));
         let wrap = |inner| RacingCatalog {
@@ -148,19 +152,26 @@ impl RacingCatalog {
     }
 }
 
-floe_iceberg::wrap_catalog!(RacingCatalog, inner, |self, commit| {
-    if !self.waited.swap(true, Ordering::SeqCst) {
-        self.barrier.wait().await;
+floe_iceberg::wrap_catalog!(
+    RacingCatalog,
+    inner,
+    |self, ident, requirements, updates| {
+        if !self.waited.swap(true, Ordering::SeqCst) {
+            self.barrier.wait().await;
+        }
+        let result = self
+            .inner
+            .commit_updates(ident, requirements, updates)
+            .await;
+        if let Err(e) = &result
+            && e.kind() == ErrorKind::CatalogCommitConflicts
+        {
+            assert!(e.retryable(), "a commit conflict must be retryable: {e}");
+            self.conflicts.fetch_add(1, Ordering::SeqCst);
+        }
+        result
     }
-    let result = self.inner.update_table(commit).await;
-    if let Err(e) = &result
-        && e.kind() == ErrorKind::CatalogCommitConflicts
-    {
-        assert!(e.retryable(), "a commit conflict must be retryable: {e}");
-        self.conflicts.fetch_add(1, Ordering::SeqCst);
-    }
-    result
-});
+);
 
 /// A catalog on which another attempt of the same commit lands right after the first table
 /// load (floe's history check), before the attempt that loaded it commits: an attempt that
@@ -168,12 +179,12 @@ floe_iceberg::wrap_catalog!(RacingCatalog, inner, |self, commit| {
 /// window.
 #[derive(Debug)]
 pub struct LandsAfterCheck {
-    inner: Arc<dyn Catalog>,
+    inner: Arc<dyn FloeCatalog>,
     other: std::sync::Mutex<Option<floe_iceberg::AppendRequest>>,
 }
 
 impl LandsAfterCheck {
-    pub fn new(inner: Arc<dyn Catalog>, other: floe_iceberg::AppendRequest) -> Self {
+    pub fn new(inner: Arc<dyn FloeCatalog>, other: floe_iceberg::AppendRequest) -> Self {
         Self {
             inner,
             other: std::sync::Mutex::new(Some(other)),
@@ -195,6 +206,12 @@ floe_iceberg::wrap_catalog!(
         }
         Ok(table)
     },
-    update | self,
-    commit | { self.inner.update_table(commit).await }
+    commit | self,
+    ident,
+    requirements,
+    updates | {
+        self.inner
+            .commit_updates(ident, requirements, updates)
+            .await
+    }
 );

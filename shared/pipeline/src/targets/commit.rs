@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use floe_checkpoint::{CheckpointStore, StoreExt, Version, now_ms};
 use floe_core::{Error, ErrorKind, Result};
+use floe_iceberg::FloeCatalog;
 use floe_storage::ObjectStore;
-use iceberg::Catalog;
 
 use super::iceberg::IcebergTarget;
 use super::maxcompute::{MaxComputeTarget, MaxComputeTargets};
@@ -90,7 +90,7 @@ pub(crate) struct HeldLease {
 /// What a committer works with: the checkpoint table, the targets' clients, and who it is.
 pub struct Committer<'a> {
     pub(crate) checkpoint: &'a Arc<dyn CheckpointStore>,
-    pub(crate) catalog: &'a Arc<dyn Catalog>,
+    pub(crate) catalog: &'a Arc<dyn FloeCatalog>,
     /// The staging tables of MaxCompute-only routes (see [`super::staging`]).
     pub(crate) staging: Option<&'a super::staging::StagingCatalog>,
     pub(crate) dead_letters: &'a Arc<dyn ObjectStore>,

@@ -36,6 +36,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use floe_checkpoint::{CheckpointStore, StoreExt, Version};
 use floe_core::Provider;
+use floe_iceberg::FloeCatalog;
 use floe_signing::CredentialSource;
 use iceberg::io::{
     FileIO, S3_ACCESS_KEY_ID, S3_ENDPOINT, S3_PATH_STYLE_ACCESS, S3_REGION, S3_SECRET_ACCESS_KEY,
@@ -45,7 +46,7 @@ use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 use iceberg::table::Table;
 use iceberg::{
     Catalog, Error, ErrorKind, MetadataLocation, Namespace, NamespaceIdent, Result, Runtime,
-    TableCommit, TableCreation, TableIdent,
+    TableCommit, TableCreation, TableIdent, TableRequirement, TableUpdate,
 };
 use serde::{Deserialize, Serialize};
 
@@ -448,10 +449,26 @@ impl Catalog for StagingCatalog {
         Err(unsupported("register tables"))
     }
 
-    async fn update_table(&self, commit: TableCommit) -> Result<Table> {
+    async fn update_table(&self, mut commit: TableCommit) -> Result<Table> {
         let ident = commit.identifier().clone();
+        let requirements = commit.take_requirements();
+        let updates = commit.take_updates();
+        self.commit_updates(&ident, requirements, updates).await
+    }
+}
+
+#[async_trait]
+impl FloeCatalog for StagingCatalog {
+    async fn commit_updates(
+        &self,
+        ident: &TableIdent,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<Table> {
+        let ident = ident.clone();
         let (entry, version) = self.entry(&ident).await?.ok_or_else(|| not_found(&ident))?;
-        let updated = commit.apply(self.table(&ident, entry).await?)?;
+        let table = self.table(&ident, entry).await?;
+        let updated = floe_iceberg::catalog::apply_updates(&table, requirements, updates)?;
         let entry = Entry {
             metadata_location: updated.metadata_location_result()?.to_owned(),
             metadata: updated.metadata().clone(),
@@ -538,6 +555,18 @@ impl Catalog for NoIcebergCatalog {
         Err(no_catalog())
     }
     async fn update_table(&self, _: TableCommit) -> Result<Table> {
+        Err(no_catalog())
+    }
+}
+
+#[async_trait]
+impl FloeCatalog for NoIcebergCatalog {
+    async fn commit_updates(
+        &self,
+        _: &TableIdent,
+        _: Vec<TableRequirement>,
+        _: Vec<TableUpdate>,
+    ) -> Result<Table> {
         Err(no_catalog())
     }
 }
