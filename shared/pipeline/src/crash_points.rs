@@ -233,6 +233,51 @@ crash_point_tests! {
     second_batch_after_stage => "ingest.after-stage@2",
 }
 
+/// `iceberg.tables.auto-create-enabled = false` (Kafka Connect's name): floe does not create a
+/// missing table; its objects are given back with an error naming the option, and land once
+/// someone else creates the table.
+#[tokio::test]
+async fn with_auto_create_off_a_missing_table_is_not_created_and_its_objects_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = local_catalog(dir.path()).await;
+    let text = format!("[iceberg]\ntables.auto-create-enabled = false\n{CONFIG}");
+    let p = pipeline_of(&text, dir.path(), &catalog, Faults::default()).await;
+    let report = p.run_once(true).await.unwrap();
+    let ident = TableIdent::from_strs(["t", "events"]).unwrap();
+    assert!(
+        !catalog.table_exists(&ident).await.unwrap(),
+        "floe created the table"
+    );
+    let failed: Vec<String> = (report.batches.iter())
+        .flat_map(|b| b.outcomes.iter())
+        .filter_map(|o| match o {
+            Outcome::Failed(e) if e.is_retryable() => Some(e.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 3, "every object is given back: {report:?}");
+    assert!(
+        failed[0].contains("auto-create-enabled") && failed[0].contains("t.events"),
+        "{failed:?}"
+    );
+
+    // Created by someone else (here: as floe would), the objects land on the next pass.
+    let definition = floe_iceberg::TableDefinition {
+        schema: floe_decode::TableSchema::from_json(
+            r#"{"fields":[{"name":"id","type":"long"},{"name":"v","type":"string"}]}"#,
+        )
+        .unwrap(),
+        partition_by: vec![],
+        properties: Default::default(),
+    };
+    floe_iceberg::ensure_table(catalog.as_ref(), &ident, &definition)
+        .await
+        .unwrap();
+    p.run_once(true).await.unwrap();
+    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<i64>>());
+}
+
 #[tokio::test]
 async fn an_object_that_fails_is_named_and_the_rest_of_its_batch_lands() {
     let dir = tempfile::tempdir().unwrap();
