@@ -296,6 +296,11 @@ pub struct RouteConfig {
     /// `tables.evolve-schema-enabled` (Kafka Connect's name), itself default false, in which case
     /// fields the table does not have are ignored.
     pub evolve: bool,
+    /// `auto-create`: create the route's Iceberg table when it does not exist. Default:
+    /// `[iceberg]` `tables.auto-create-enabled` (Kafka Connect's name), itself default true.
+    /// Off, the objects of a missing table are given back (not set aside) with an error naming
+    /// the option, and land once the table exists.
+    pub auto_create: bool,
     /// `targets` and `maxcompute.*`: where the route's rows land (default Iceberg only).
     pub targets: RouteTargets,
 }
@@ -424,7 +429,7 @@ impl FloeConfig {
             .collect();
         let kc_interval = o.string("control.commit.interval-ms")?;
         let kc_timeout = o.string("control.commit.timeout-ms")?;
-        let _auto_create = o.bool("tables.auto-create-enabled", true)?;
+        let auto_create_default = o.bool("tables.auto-create-enabled", true)?;
         let evolve_default = o.bool("tables.evolve-schema-enabled", false)?;
         // Kafka Connect's static routing (`iceberg.tables`): with no [[routes]], one table
         // takes every object as records (a properties file cannot write [[routes]]).
@@ -520,13 +525,22 @@ impl FloeConfig {
                 .routes
                 .iter()
                 .enumerate()
-                .map(|(i, r)| route(i, r, base, maxcompute.as_ref(), evolve_default))
+                .map(|(i, r)| {
+                    let defaults = (evolve_default, auto_create_default);
+                    route(i, r, base, maxcompute.as_ref(), defaults)
+                })
                 .collect::<Result<Vec<_>>>()?,
             (true, [table]) => {
                 let mut r = load::Section::new();
                 r.insert("name".into(), toml::Value::String("iceberg.tables".into()));
                 r.insert("table".into(), toml::Value::String(table.clone()));
-                vec![route(0, &r, base, maxcompute.as_ref(), evolve_default)?]
+                vec![route(
+                    0,
+                    &r,
+                    base,
+                    maxcompute.as_ref(),
+                    (evolve_default, auto_create_default),
+                )?]
             }
             (true, []) => {
                 return Err(Error::config(
@@ -562,7 +576,7 @@ fn route(
     map: &load::Section,
     base: &Path,
     mc: Option<&MaxComputeSinkConfig>,
-    evolve_default: bool,
+    (evolve_default, auto_create_default): (bool, bool),
 ) -> Result<RouteConfig> {
     let o = Opts::new(format!("routes[{i}]"), map);
     let mode = match o.string("mode")?.as_deref().unwrap_or("records") {
@@ -678,6 +692,7 @@ fn route(
         content_max_bytes: o.u64_in("content.max-bytes", 16 << 20, 0..=1 << 30)?,
         infer_max_records: o.u64_in("infer.max-records", 1000, 1..=1_000_000)? as usize,
         evolve: o.bool("schema.evolution", evolve_default)?,
+        auto_create: o.bool("auto-create", auto_create_default)?,
         targets,
     };
     o.finish()?;

@@ -466,6 +466,19 @@ impl Pipeline {
         if let Some(t) = floe_iceberg::load_table(catalog, &ident).await? {
             return Ok(t);
         }
+        if route.targets.iceberg && !route.auto_create {
+            // The deployment's to fix, not the object's: given back, it lands once the table
+            // exists.
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "table {table} does not exist, and route {} does not create tables \
+                     (iceberg.tables.auto-create-enabled = false, or auto-create = false)",
+                    route.name
+                ),
+            )
+            .with_retryable(true));
+        }
         let schema = table_schema_for(store, change, route).await?;
         let definition = TableDefinition {
             schema,
