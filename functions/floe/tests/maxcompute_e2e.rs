@@ -369,8 +369,11 @@ fn walkdir(dir: &Path) -> Vec<String> {
     out
 }
 
+/// `overwrite = true` replaces the partition once, as SeaTunnel's job does: the first commit
+/// into it overwrites, and every later commit of the same deployment (checkpoint) appends, so
+/// a continuous pipeline does not wipe its own earlier commits.
 #[test]
-fn overwrite_replaces_the_partition_with_each_commit() {
+fn overwrite_replaces_the_partition_once_then_appends() {
     let s = Stand::new();
     let def = TableDef::new(
         PROJECT,
@@ -397,7 +400,10 @@ fn overwrite_replaces_the_partition_with_each_commit() {
     );
     s.put("daily/2.ndjson", &ndjson(&[(3, "cy")]));
     s.run();
-    assert_eq!(s.rows("daily", Some("ds=20250115")), people(&[(3, "cy")]));
+    assert_eq!(
+        s.rows("daily", Some("ds=20250115")),
+        people(&[(1, "ann"), (2, "bob"), (3, "cy")])
+    );
     assert_eq!(s.rows("daily", Some("ds=20250114")).len(), 1);
 }
 
