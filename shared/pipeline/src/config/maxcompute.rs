@@ -27,7 +27,7 @@
 //! | `accessId`, `accesskey`, `sts_token` | the environment | credentials; `sts_token` needs the other two |
 //! | `schema_name` | none | schema between project and table |
 //! | `partition_spec` | none | the partition written, `ds='20250115'` |
-//! | `overwrite` | false | every commit replaces the table's (partition's) rows with the batches it takes |
+//! | `overwrite` | false | the first commit into the table (partition) replaces its rows; later commits append. SeaTunnel overwrites once per job; floe's job is its checkpoint table, so a new checkpoint overwrites again |
 //! | `schema_save_mode` | `CREATE_SCHEMA_WHEN_NOT_EXIST` | run once per table (and partition), before its first commit |
 //! | `data_save_mode` | `APPEND_DATA` | idem; `DROP_DATA` therefore never removes rows floe landed |
 //! | `custom_sql` | none | run for `data_save_mode = CUSTOM_PROCESSING` |

@@ -47,7 +47,7 @@ mod setup;
 use std::collections::{BTreeSet, HashMap};
 
 use arrow_schema::SchemaRef;
-use floe_checkpoint::Version;
+use floe_checkpoint::{StoreExt, Version};
 use floe_core::{Error, Result};
 use floe_decode::infer::arrow_to_iceberg;
 use floe_iceberg::StagedFile;
@@ -235,6 +235,36 @@ impl Target for MaxComputeTarget {
 }
 
 impl Committer<'_> {
+    /// Whether commit `commit_id` is the one that overwrites `table` (its `partition`):
+    /// `overwrite = true` replaces a table or partition once per deployment, as SeaTunnel
+    /// does once per job, and every later commit appends. The first commit to ask records
+    /// itself in the checkpoint table (insert-if-absent, before its session exists), so two
+    /// committers cannot both overwrite, and a recovery of that same commit (its session
+    /// expired, its rows written again) still overwrites. A new checkpoint table is a new job.
+    async fn overwrites_first(
+        &self,
+        table: &floe_maxcompute::TableId,
+        partition: Option<&PartitionSpec>,
+        commit_id: &str,
+    ) -> Result<bool> {
+        let key = format!(
+            "mc-overwrite/{table}/{}",
+            partition.map(ToString::to_string).unwrap_or_default()
+        );
+        let mine = serde_json::json!({ "commit": commit_id });
+        if self
+            .checkpoint
+            .insert_json(&key, &mine, None)
+            .await?
+            .is_some()
+        {
+            tracing::info!(%table, partition = ?partition.map(ToString::to_string), commit_id, "the first commit into this table overwrites it");
+            return Ok(true);
+        }
+        let first = self.checkpoint.get_json::<serde_json::Value>(&key).await?;
+        Ok(first.is_some_and(|(v, _)| v["commit"] == commit_id))
+    }
+
     /// The `[maxcompute]` section, or an error naming `target`'s staged work.
     fn maxcompute_targets(&self, target: &TargetId) -> Result<&MaxComputeTargets> {
         self.maxcompute.ok_or_else(|| {
@@ -337,8 +367,12 @@ impl Committer<'_> {
                             .await?,
                     )
                 } else {
+                    let overwrite = cfg.overwrite
+                        && self
+                            .overwrites_first(table, partition.as_ref(), &rec.id)
+                            .await?;
                     let options = UploadOptions {
-                        overwrite: cfg.overwrite,
+                        overwrite,
                         create_partition: partition.is_some(),
                     };
                     // What the table holds before: should this session be gone after its
