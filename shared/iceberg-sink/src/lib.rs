@@ -4,6 +4,7 @@
 //! - [`rest`]: floe's own Iceberg REST catalog client (bearer, OAuth2, AWS SigV4).
 //! - [`s3tables`]: the S3 Tables (and OSS Tables) control-plane catalog and its admin calls.
 //! - [`table`]: find or create tables (schema, partition spec, zstd Parquet properties).
+//! - [`changes`]: upserts and deletes by key (equality and position deletes) while writing.
 //! - [`writer`]: Arrow batches → partitioned, rolled Parquet data files with column statistics.
 //! - [`staged`]: data files as kept in the checkpoint table until they are committed.
 //! - [`wrap_catalog!`]: a catalog passing every call but its table commits to another.
@@ -12,6 +13,7 @@
 
 pub mod aws_chain;
 pub mod catalog;
+pub mod changes;
 pub mod commit;
 pub mod delta;
 pub mod rest;
@@ -24,6 +26,7 @@ pub mod wrap;
 pub mod writer;
 
 pub use catalog::{CatalogConfig, CatalogKind, FloeCatalog, from_iceberg, open_catalog};
+pub use changes::RowChanges;
 pub use commit::{
     AppendOutcome, AppendRequest, BATCH_IDS_PROP, CHECKPOINT_PROP, COMMIT_ID_PROP, COMMIT_IDS_PROP,
     FoundCommit, append_exactly_once, find_commit,

@@ -21,8 +21,11 @@ pub struct StagedFile {
     pub spec_id: i32,
     /// The schema it was written with.
     pub schema_id: i32,
-    /// Rows in the file.
+    /// Rows in the file (0 for a delete file: they are not rows of the table).
     pub rows: u64,
+    /// A delete file (position or equality deletes), not a data file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deletes: bool,
     /// Bytes of the file.
     pub bytes: u64,
     /// Where the file is.
@@ -40,7 +43,8 @@ impl StagedFile {
         })?;
         let schema = metadata.current_schema();
         let partition_type = spec.partition_type(schema).map_err(from_iceberg)?;
-        let rows = file.record_count();
+        let deletes = file.content_type() != iceberg::spec::DataContentType::Data;
+        let rows = if deletes { 0 } else { file.record_count() };
         let bytes = file.file_size_in_bytes();
         let path = file.file_path().to_owned();
         let data_file = serialize_data_file_to_json(file, &partition_type, FormatVersion::V2)
@@ -50,6 +54,7 @@ impl StagedFile {
             spec_id,
             schema_id: metadata.current_schema_id(),
             rows,
+            deletes,
             bytes,
             path,
         })

@@ -26,6 +26,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 use crate::catalog::from_iceberg;
+use crate::changes::{Changes, RowChanges};
 
 /// Writer settings.
 #[derive(Clone, Debug)]
@@ -38,6 +39,8 @@ pub struct WriterOptions {
     pub zstd_level: i32,
     /// Data file names start with this (floe uses the batch id, so files trace back to batches).
     pub file_prefix: String,
+    /// Upserts and deletes by key (see [`crate::changes`]); `None`: every row is appended.
+    pub changes: Option<RowChanges>,
 }
 
 impl Default for WriterOptions {
@@ -47,6 +50,7 @@ impl Default for WriterOptions {
             row_group_rows: 128 * 1024,
             zstd_level: 1,
             file_prefix: "floe".into(),
+            changes: None,
         }
     }
 }
@@ -71,6 +75,7 @@ pub struct TableWriter {
     arrow_schema: ArrowSchemaRef,
     inner: Inner,
     rows: u64,
+    changes: Option<Box<Changes>>,
 }
 
 impl std::fmt::Debug for TableWriter {
@@ -100,6 +105,12 @@ impl TableWriter {
             ))
             .set_max_row_group_row_count(Some(opts.row_group_rows.max(1)))
             .build();
+        let changes = match &opts.changes {
+            Some(c) => Some(Box::new(
+                Changes::new(table, c, &opts.file_prefix, props.clone()).await?,
+            )),
+            None => None,
+        };
         let parquet = ParquetWriterBuilder::new(props, schema.clone());
         let location = DefaultLocationGenerator::new(metadata).map_err(from_iceberg)?;
         let names =
@@ -126,6 +137,7 @@ impl TableWriter {
             arrow_schema: arrow_schema(table)?,
             inner,
             rows: 0,
+            changes,
         })
     }
 
@@ -144,23 +156,50 @@ impl TableWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        self.rows += batch.num_rows() as u64;
+        let Some(changes) = &mut self.changes else {
+            self.rows += batch.num_rows() as u64;
+            return match &mut self.inner {
+                Inner::Unpartitioned(w) => w.write(batch).await.map_err(from_iceberg),
+                Inner::Partitioned(p) => {
+                    for (key, part) in p.splitter.split(&batch).map_err(from_iceberg)? {
+                        p.fanout.write(key, part).await.map_err(from_iceberg)?;
+                    }
+                    Ok(())
+                }
+            };
+        };
         match &mut self.inner {
-            Inner::Unpartitioned(w) => w.write(batch).await.map_err(from_iceberg),
+            Inner::Unpartitioned(w) => {
+                let rows = changes.split(None, &batch).await?;
+                self.rows += rows.num_rows() as u64;
+                if rows.num_rows() > 0 {
+                    w.write(rows).await.map_err(from_iceberg)?;
+                }
+            }
             Inner::Partitioned(p) => {
                 for (key, part) in p.splitter.split(&batch).map_err(from_iceberg)? {
-                    p.fanout.write(key, part).await.map_err(from_iceberg)?;
+                    let rows = changes.split(Some(&key), &part).await?;
+                    self.rows += rows.num_rows() as u64;
+                    if rows.num_rows() > 0 {
+                        p.fanout.write(key, rows).await.map_err(from_iceberg)?;
+                    }
                 }
-                Ok(())
             }
         }
+        Ok(())
     }
 
     /// Finish every open file and return the data files.
+    /// With row changes, the delete files follow the data files.
     pub async fn close(self) -> Result<Vec<DataFile>> {
-        match self.inner {
-            Inner::Unpartitioned(mut w) => w.close().await.map_err(from_iceberg),
-            Inner::Partitioned(p) => p.fanout.close().await.map_err(from_iceberg),
+        let mut files = match self.inner {
+            Inner::Unpartitioned(mut w) => w.close().await.map_err(from_iceberg)?,
+            Inner::Partitioned(p) => p.fanout.close().await.map_err(from_iceberg)?,
+        };
+        if let Some(changes) = self.changes {
+            let deletes = changes.close(&files).await?;
+            files.extend(deletes);
         }
+        Ok(files)
     }
 }

@@ -626,3 +626,68 @@ async fn an_equality_delete_replaces_a_keys_earlier_rows_only() {
     let err = refused.expect_err("pyiceberg 0.12 does not read equality deletes");
     assert!(err.to_string().to_lowercase().contains("equality"), "{err}");
 }
+
+/// A writer in upsert mode: keys written before are replaced (equality deletes), a key written
+/// twice in the batch keeps its last row (position delete), and a partitioned table whose
+/// partition source is not a key column is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upsert_writer_keeps_the_latest_row_per_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident, table) = fresh_table(dir.path(), "latest").await;
+    let first = files_of(&table, &[1, 2, 3, 4]).await;
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, first, "c1"))
+        .await
+        .unwrap();
+
+    let table = catalog.load_table(&ident).await.unwrap();
+    let options = WriterOptions {
+        file_prefix: "upsert".into(),
+        changes: Some(floe_iceberg::RowChanges {
+            id_columns: vec!["id".into()],
+            cdc_field: None,
+            upsert: true,
+        }),
+        ..Default::default()
+    };
+    let mut writer = TableWriter::new(&table, &options).await.unwrap();
+    let arrow = writer.arrow_schema().clone();
+    writer.write(batch(&arrow, &[2, 5], 20_150)).await.unwrap();
+    writer.write(batch(&arrow, &[2], 20_200)).await.unwrap();
+    writer.write(batch(&arrow, &[5], 20_200)).await.unwrap();
+    let files = writer.close().await.unwrap();
+    let kinds: Vec<_> = files.iter().map(|f| f.content_type()).collect();
+    assert_eq!(
+        files.len(),
+        3,
+        "data, equality deletes, position deletes: {kinds:?}"
+    );
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, files, "c2"))
+        .await
+        .unwrap();
+
+    let want = vec![
+        (1, 20_100),
+        (2, 20_200),
+        (3, 20_100),
+        (4, 20_100),
+        (5, 20_200),
+    ];
+    assert_eq!(scanned(catalog.as_ref(), &ident).await, want);
+    let location = metadata_location(catalog.as_ref(), &ident).await;
+    let duck = floe_testbed::duckdb::read_metadata(&location, Some("id"));
+    assert_eq!(read_rows(&duck), want, "duckdb: {duck}");
+
+    // Partitioned by day(ts), keyed by id alone: a key could move to another day.
+    let (_, catalog) = sql_catalog(dir.path()).await;
+    let daily = TableDefinition {
+        schema: schema(),
+        partition_by: vec![PartitionField::parse("day(ts)").unwrap()],
+        properties: HashMap::new(),
+    };
+    let ident = parse_ident("demo.daily").unwrap();
+    let table = ensure_table(catalog.as_ref(), &ident, &daily)
+        .await
+        .unwrap();
+    let err = TableWriter::new(&table, &options).await.unwrap_err();
+    assert!(err.to_string().contains("partitioned by `ts`"), "{err}");
+}

@@ -220,6 +220,7 @@ async fn ingest(
             spec_id: 0,
             schema_id: 0,
             rows: total,
+            deletes: false,
             bytes: total * 100,
             path,
         };

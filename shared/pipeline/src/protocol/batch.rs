@@ -126,6 +126,7 @@ pub(crate) mod tests {
             spec_id: 0,
             schema_id: 0,
             rows,
+            deletes: false,
             bytes: rows * 10,
             path: path.into(),
         }
