@@ -194,6 +194,42 @@ async fn crash_and_recover(point: &str) {
     assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>(), "{point}");
 }
 
+/// Points reached only by a configuration of their own, each with its own test below.
+const OWN_TESTS: &[&str] = &["commit.after-batch-snapshot"];
+
+/// Upserts by key (row deltas, one snapshot per batch): halted after the first batch's
+/// snapshot of a two-batch commit, the recovery makes the second one only. Object c also
+/// writes key 1, which a.ndjson wrote: whichever batch's snapshot comes last, key 1 is in the
+/// table once.
+#[tokio::test]
+async fn a_crash_between_the_snapshots_of_an_upsert_commit_lands_each_key_once() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let c = dir.path().join("bucket/c.ndjson");
+    let mut text = std::fs::read_to_string(&c).unwrap();
+    text.push_str("{\"id\":1,\"v\":\"again\"}\n");
+    std::fs::write(&c, text).unwrap();
+    let catalog = local_catalog(dir.path()).await;
+    let config = format!(
+        "[iceberg]\ntables.upsert-mode-enabled = true\ntables.default-id-columns = \"id\"\n{CONFIG}"
+    );
+    halt_then_recover(
+        &config,
+        dir.path(),
+        &catalog,
+        "commit.after-batch-snapshot",
+        || {},
+    )
+    .await;
+    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>());
+    let table = catalog
+        .load_table(&TableIdent::from_strs(["t", "events"]).unwrap())
+        .await
+        .unwrap();
+    let snapshots = table.metadata().snapshots().count();
+    assert_eq!(snapshots, 2, "one snapshot per batch, none made twice");
+}
+
 macro_rules! crash_point_tests {
     ($($name:ident => $point:literal,)*) => {
         $(
@@ -210,7 +246,7 @@ macro_rules! crash_point_tests {
             for p in crate::fault::POINTS {
                 let elsewhere = p.starts_with("backfill.");
                 assert!(
-                    elsewhere || tested.contains(p) || mc.contains(p),
+                    elsewhere || tested.contains(p) || mc.contains(p) || OWN_TESTS.contains(p),
                     "no in-process test for {p}"
                 );
             }

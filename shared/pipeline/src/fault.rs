@@ -35,6 +35,7 @@ pub const POINTS: &[&str] = &[
     "commit.mc.after-session",
     "commit.mc.after-blocks",
     "commit.mc.after-commit",
+    "commit.after-batch-snapshot",
     "commit.after-append",
     "commit.after-done",
     "commit.after-batches",

@@ -27,8 +27,19 @@ fn python() -> PathBuf {
 /// Read the table whose current metadata file is `metadata` (a path or `file://` URL), rows
 /// ordered by `order_by` when given: `{"count": N, "rows": [...]}`.
 pub fn read_metadata(metadata: &str, order_by: Option<&str>) -> serde_json::Value {
+    read(&["--metadata", metadata], order_by)
+}
+
+/// Read `table` (`namespace.name`) of the SQL catalog `floe` in the SQLite file `db`, as
+/// [`read_metadata`] does.
+pub fn read_sql_table(db: &Path, table: &str, order_by: Option<&str>) -> serde_json::Value {
+    let db = db.display().to_string();
+    read(&["--catalog-db", &db, "--table", table], order_by)
+}
+
+fn read(args: &[&str], order_by: Option<&str>) -> serde_json::Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/py/duckdb_read.py");
-    let mut args = vec!["--metadata", metadata];
+    let mut args = args.to_vec();
     if let Some(column) = order_by {
         args.extend(["--order-by", column]);
     }

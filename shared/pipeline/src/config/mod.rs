@@ -45,6 +45,7 @@ pub mod maxcompute;
 mod opts;
 pub mod source;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use floe_core::{Error, Result};
@@ -301,6 +302,11 @@ pub struct RouteConfig {
     /// Off, the objects of a missing table are given back (not set aside) with an error naming
     /// the option, and land once the table exists.
     pub auto_create: bool,
+    /// `upsert`, `id-columns`, `cdc-field`: rows change by key (upserts, deletes; see
+    /// [`floe_iceberg::changes`]). Defaults: `[iceberg]` `tables.upsert-mode-enabled`,
+    /// `table.<table>.id-columns` then `tables.default-id-columns`, `tables.cdc-field` (Kafka
+    /// Connect's names). `None`: every row is appended.
+    pub changes: Option<floe_iceberg::RowChanges>,
     /// `targets` and `maxcompute.*`: where the route's rows land (default Iceberg only).
     pub targets: RouteTargets,
 }
@@ -429,8 +435,29 @@ impl FloeConfig {
             .collect();
         let kc_interval = o.string("control.commit.interval-ms")?;
         let kc_timeout = o.string("control.commit.timeout-ms")?;
-        let auto_create_default = o.bool("tables.auto-create-enabled", true)?;
-        let evolve_default = o.bool("tables.evolve-schema-enabled", false)?;
+        let mut table_ids = HashMap::new();
+        for (rest, value) in o.prefixed("table")? {
+            // Kafka Connect's per-table options: `iceberg.table.<table>.id-columns`.
+            let Some(table) = rest.strip_suffix(".id-columns") else {
+                return Err(Error::config(
+                    &format!("iceberg.table.{rest}"),
+                    "unsupported per-table option (floe takes id-columns; routes take the rest)",
+                ));
+            };
+            let columns: Vec<String> = (value.split(','))
+                .map(|c| c.trim().to_owned())
+                .filter(|c| !c.is_empty())
+                .collect();
+            table_ids.insert(table.to_owned(), columns);
+        }
+        let defaults = TableDefaults {
+            auto_create: o.bool("tables.auto-create-enabled", true)?,
+            evolve: o.bool("tables.evolve-schema-enabled", false)?,
+            upsert: o.bool("tables.upsert-mode-enabled", false)?,
+            id_columns: o.list("tables.default-id-columns")?,
+            cdc_field: o.string("tables.cdc-field")?,
+            table_ids,
+        };
         // Kafka Connect's static routing (`iceberg.tables`): with no [[routes]], one table
         // takes every object as records (a properties file cannot write [[routes]]).
         let kc_tables = o.list("tables")?;
@@ -525,22 +552,13 @@ impl FloeConfig {
                 .routes
                 .iter()
                 .enumerate()
-                .map(|(i, r)| {
-                    let defaults = (evolve_default, auto_create_default);
-                    route(i, r, base, maxcompute.as_ref(), defaults)
-                })
+                .map(|(i, r)| route(i, r, base, maxcompute.as_ref(), &defaults))
                 .collect::<Result<Vec<_>>>()?,
             (true, [table]) => {
                 let mut r = load::Section::new();
                 r.insert("name".into(), toml::Value::String("iceberg.tables".into()));
                 r.insert("table".into(), toml::Value::String(table.clone()));
-                vec![route(
-                    0,
-                    &r,
-                    base,
-                    maxcompute.as_ref(),
-                    (evolve_default, auto_create_default),
-                )?]
+                vec![route(0, &r, base, maxcompute.as_ref(), &defaults)?]
             }
             (true, []) => {
                 return Err(Error::config(
@@ -576,7 +594,7 @@ fn route(
     map: &load::Section,
     base: &Path,
     mc: Option<&MaxComputeSinkConfig>,
-    (evolve_default, auto_create_default): (bool, bool),
+    defaults: &TableDefaults,
 ) -> Result<RouteConfig> {
     let o = Opts::new(format!("routes[{i}]"), map);
     let mode = match o.string("mode")?.as_deref().unwrap_or("records") {
@@ -691,12 +709,68 @@ fn route(
         on_error,
         content_max_bytes: o.u64_in("content.max-bytes", 16 << 20, 0..=1 << 30)?,
         infer_max_records: o.u64_in("infer.max-records", 1000, 1..=1_000_000)? as usize,
-        evolve: o.bool("schema.evolution", evolve_default)?,
-        auto_create: o.bool("auto-create", auto_create_default)?,
+        evolve: o.bool("schema.evolution", defaults.evolve)?,
+        auto_create: o.bool("auto-create", defaults.auto_create)?,
+        changes: None,
         targets,
     };
+    let upsert = o.bool("upsert", defaults.upsert)?;
+    let cdc_field = o
+        .string("cdc-field")?
+        .or_else(|| defaults.cdc_field.clone());
+    let mut id_columns = o.list("id-columns")?;
+    if id_columns.is_empty() {
+        id_columns = (defaults.table_ids.get(&r.table))
+            .unwrap_or(&defaults.id_columns)
+            .clone();
+    }
     o.finish()?;
+    let mut r = r;
+    if upsert || cdc_field.is_some() {
+        let name = |key: &str| format!("routes[{i}].{key}");
+        if id_columns.is_empty() {
+            return Err(Error::config(
+                &name("id-columns"),
+                "upserts and deletes need the columns that identify a row: set id-columns, \
+                 or iceberg.tables.default-id-columns / iceberg.table.<table>.id-columns",
+            ));
+        }
+        if r.mode != Mode::Records {
+            return Err(Error::config(
+                &name("upsert"),
+                "upserts and deletes by key apply to records mode",
+            ));
+        }
+        if r.targets.maxcompute.is_some() {
+            return Err(Error::config(
+                &name("upsert"),
+                "a route with MaxCompute targets cannot also upsert into Iceberg: MaxCompute \
+                 applies changes through insert_strategy = \"upsert\" on a primary-key table",
+            ));
+        }
+        r.changes = Some(floe_iceberg::RowChanges {
+            id_columns,
+            cdc_field,
+            upsert,
+        });
+    }
     Ok(r)
+}
+
+/// What `[iceberg]` gives every route by default (Kafka Connect's `iceberg.tables.*` names).
+struct TableDefaults {
+    /// `tables.auto-create-enabled` (true).
+    auto_create: bool,
+    /// `tables.evolve-schema-enabled` (false).
+    evolve: bool,
+    /// `tables.upsert-mode-enabled` (false).
+    upsert: bool,
+    /// `tables.default-id-columns`.
+    id_columns: Vec<String>,
+    /// `tables.cdc-field`.
+    cdc_field: Option<String>,
+    /// `table.<table>.id-columns`, by table.
+    table_ids: HashMap<String, Vec<String>>,
 }
 
 #[cfg(test)]
@@ -708,6 +782,66 @@ mod tests {
     }
 
     const MINIMAL: &str = "[source]\nfolder = \"bucket\"\n[iceberg]\ncatalog.uri = \"c.db\"\ncatalog.warehouse = \"wh\"\n[[routes]]\ntable = \"demo.t\"\n";
+
+    #[test]
+    fn upserts_take_the_kafka_connect_names_and_need_id_columns() {
+        let with = |iceberg: &str, route: &str| {
+            load(
+                &MINIMAL
+                    .replace(
+                        "catalog.warehouse = \"wh\"\n",
+                        &format!("catalog.warehouse = \"wh\"\n{iceberg}"),
+                    )
+                    .replace(
+                        "table = \"demo.t\"\n",
+                        &format!("table = \"demo.t\"\n{route}"),
+                    ),
+            )
+        };
+        let c = with(
+            "tables.upsert-mode-enabled = true\ntables.default-id-columns = \"id\"\ntables.cdc-field = \"op\"\n",
+            "",
+        )
+        .unwrap();
+        let changes = c.routes[0].changes.clone().unwrap();
+        assert_eq!(changes.id_columns, ["id"]);
+        assert_eq!(changes.cdc_field.as_deref(), Some("op"));
+        assert!(changes.upsert);
+        // A table's own id columns win over the default; a route's over both.
+        let c = with(
+            "tables.upsert-mode-enabled = true\ntables.default-id-columns = \"id\"\ntable.demo.t.id-columns = \"a, b\"\n",
+            "",
+        )
+        .unwrap();
+        assert_eq!(c.routes[0].changes.as_ref().unwrap().id_columns, ["a", "b"]);
+        let c = with("tables.cdc-field = \"op\"\n", "id-columns = [\"k\"]\n").unwrap();
+        let changes = c.routes[0].changes.clone().unwrap();
+        assert_eq!(
+            (changes.id_columns, changes.upsert),
+            (vec!["k".to_owned()], false)
+        );
+        // Neither upsert mode nor a cdc field: plain appends.
+        assert!(
+            with("tables.default-id-columns = \"id\"\n", "")
+                .unwrap()
+                .routes[0]
+                .changes
+                .is_none()
+        );
+        let e = with("tables.upsert-mode-enabled = true\n", "").unwrap_err();
+        assert!(e.to_string().contains("id-columns"), "{e}");
+        let e = with("table.demo.t.commit-branch = \"b\"\n", "").unwrap_err();
+        assert!(
+            e.to_string().contains("iceberg.table.demo.t.commit-branch"),
+            "{e}"
+        );
+        let e = with(
+            "",
+            "upsert = true\nid-columns = \"id\"\nmode = \"metadata\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("records mode"), "{e}");
+    }
 
     #[test]
     fn minimal_config_gets_the_defaults() {

@@ -264,7 +264,7 @@ impl Pipeline {
             } else {
                 format!("{batch}-{}", slots.len())
             };
-            let writer = TableWriter::new(&table, &self.writer_options(&prefix)).await?;
+            let writer = TableWriter::new(&table, &self.writer_options(&prefix, route)).await?;
             let slot = Slot {
                 table,
                 writer,
@@ -413,11 +413,12 @@ impl Pipeline {
         Ok(targets)
     }
 
-    fn writer_options(&self, prefix: &str) -> WriterOptions {
+    fn writer_options(&self, prefix: &str, route: &crate::config::RouteConfig) -> WriterOptions {
         WriterOptions {
             target_file_size_bytes: self.config.ingest.target_file_size_bytes as usize,
             row_group_rows: self.config.ingest.row_group_rows,
             file_prefix: prefix.to_owned(),
+            changes: route.changes.clone(),
             ..Default::default()
         }
     }
@@ -444,7 +445,7 @@ impl Pipeline {
         let table = add_missing_columns(self.catalog_for(route)?, &ident, &missing).await?;
         slot.generation += 1;
         let prefix = format!("{}-s{}", slot.prefix, slot.generation);
-        let writer = TableWriter::new(&table, &self.writer_options(&prefix)).await?;
+        let writer = TableWriter::new(&table, &self.writer_options(&prefix, route)).await?;
         let old_writer = std::mem::replace(&mut slot.writer, writer);
         let old_table = std::mem::replace(&mut slot.table, table);
         for f in old_writer.close().await? {

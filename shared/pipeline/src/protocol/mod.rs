@@ -80,6 +80,7 @@
 //! | ✗6 `ingest.after-mark` | messages not acknowledged | redelivery: duplicates, skipped |
 //! | ✗7 `commit.after-lease` | a lease held by a dead process | taken over when its TTL ends, at once by a process on the same host |
 //! | ✗8 `commit.after-record` | commit/T/C pending, table untouched | the next committer finds C pending, does not find C in the history, appends the same batches under C |
+//! | ✗9a `commit.after-batch-snapshot` | row changes: the snapshots of the commit's first batches exist (one per batch, under `C.<n>`), commit/T/C pending | the next committer finds C not in the table, makes the batches' snapshots again: those already made are found by their ids and batches and left, the rest are made |
 //! | ✗9 `commit.after-append` | the snapshot exists, commit/T/C pending | the next committer finds C in the table history and does not append again |
 //! | ✗M1 `commit.mc.after-save-modes` | save modes applied, `DROP_DATA`'s / `custom_sql`'s SQL instance recorded, setup/T not done | the next committer waits for the recorded instance instead of submitting the statement again, then marks setup/T done; no session has started, so nothing landed can be dropped |
 //! | ✗M2 `commit.mc.after-session` | an open session with no blocks, its id in commit/T/C | the session is reloaded and the blocks it lacks are written (an expired one is replaced by a new session) |

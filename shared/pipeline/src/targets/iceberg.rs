@@ -13,7 +13,7 @@ use iceberg::table::Table;
 use tokio::sync::Mutex;
 
 use super::{Committer, Landed, PendingCommit, Target};
-use crate::protocol::records::CommitRecord;
+use crate::protocol::records::{BatchRecord, CommitRecord};
 
 /// The Iceberg table `table` (`namespace.table`) of the pipeline's catalog.
 pub struct IcebergTarget {
@@ -29,6 +29,36 @@ impl IcebergTarget {
             table: table.to_owned(),
             loaded: Mutex::new(None),
         }
+    }
+
+    /// The append of `batches`' files for this target under `commit_id`.
+    fn request(
+        &self,
+        cx: &Committer<'_>,
+        table: &Table,
+        rec: &CommitRecord,
+        commit_id: String,
+        batches: &[&BatchRecord],
+        rows: u64,
+    ) -> Result<AppendRequest> {
+        let mut files = Vec::new();
+        let mut file_batches = Vec::new();
+        for b in batches {
+            for f in &b.targets[&rec.target].files {
+                files.push(f.to_data_file(table)?);
+                file_batches.push(b.id.clone());
+            }
+        }
+        let ids: Vec<&str> = batches.iter().map(|b| b.id.as_str()).collect();
+        let checkpoint = serde_json::json!({"batches": ids, "rows": rows});
+        Ok(AppendRequest {
+            table: parse_ident(&self.table)?,
+            files,
+            commit_id,
+            summary: HashMap::from([(CHECKPOINT_PROP.to_owned(), checkpoint.to_string())]),
+            deadline: Instant::now() + Duration::from_millis(cx.config.commit.timeout_ms),
+            file_batches,
+        })
     }
 
     async fn load(&self, cx: &Committer<'_>) -> Result<Table> {
@@ -67,28 +97,40 @@ impl Target for IcebergTarget {
         }
         let table = self.load(cx).await?;
         let rec = &*pending.record;
-        let mut data_files = Vec::with_capacity(pending.files);
-        let mut file_batches = Vec::with_capacity(pending.files);
-        for (b, _) in pending.batches {
-            for f in &b.targets[&rec.target].files {
-                data_files.push(f.to_data_file(&table)?);
-                file_batches.push(b.id.clone());
+        let batches: Vec<&BatchRecord> = pending.batches.iter().map(|(b, _)| b).collect();
+        let with_deletes =
+            (batches.iter()).any(|b| b.targets[&rec.target].files.iter().any(|f| f.deletes));
+        // Row changes: one snapshot per batch, in order, as Flink commits each checkpoint's
+        // deltas. An equality delete reaches only rows of earlier snapshots, so two batches
+        // changing one key in one snapshot would both keep their rows. The last snapshot
+        // carries the record's commit id (what `is_in` looks for), the others the id with
+        // their place; each is checked by its own id and its batch before it is made again.
+        let groups: Vec<(String, &[&BatchRecord])> = if with_deletes && batches.len() > 1 {
+            (0..batches.len())
+                .map(|i| {
+                    let id = if i + 1 == batches.len() {
+                        rec.id.clone()
+                    } else {
+                        format!("{}.{i}", rec.id)
+                    };
+                    (id, &batches[i..=i])
+                })
+                .collect()
+        } else {
+            vec![(rec.id.clone(), &batches[..])]
+        };
+        let mut snapshot_id = None;
+        let last = groups.len();
+        for (n, (commit_id, group)) in groups.into_iter().enumerate() {
+            let req = self.request(cx, &table, rec, commit_id, group, pending.rows)?;
+            snapshot_id = match append_exactly_once(cx.catalog.as_ref(), &req).await? {
+                AppendOutcome::Committed { snapshot_id } => Some(snapshot_id),
+                AppendOutcome::AlreadyCommitted { snapshot_id } => snapshot_id,
+            };
+            if n + 1 < last {
+                cx.faults.hit("commit.after-batch-snapshot").await;
             }
         }
-        let batches: Vec<&str> = pending.batches.iter().map(|(b, _)| b.id.as_str()).collect();
-        let checkpoint = serde_json::json!({"batches": batches, "rows": pending.rows});
-        let req = AppendRequest {
-            table: parse_ident(&self.table)?,
-            files: data_files,
-            commit_id: rec.id.clone(),
-            summary: HashMap::from([(CHECKPOINT_PROP.to_owned(), checkpoint.to_string())]),
-            deadline: Instant::now() + Duration::from_millis(cx.config.commit.timeout_ms),
-            file_batches,
-        };
-        let snapshot_id = match append_exactly_once(cx.catalog.as_ref(), &req).await? {
-            AppendOutcome::Committed { snapshot_id } => Some(snapshot_id),
-            AppendOutcome::AlreadyCommitted { snapshot_id } => snapshot_id,
-        };
         cx.faults.hit("commit.after-append").await;
         Ok(Landed {
             snapshot_id,
