@@ -10,8 +10,6 @@ The extensions are loaded from the files of the `duckdb-extension-iceberg` and
 and the rows (values as JSON: timestamps in ISO 8601, bytes in hex).
 """
 import argparse
-import datetime
-import decimal
 import glob
 import json
 import os
@@ -19,19 +17,7 @@ import sys
 
 import duckdb
 
-
-def jsonable(v):
-    if isinstance(v, (datetime.datetime, datetime.date, datetime.time)):
-        return v.isoformat()
-    if isinstance(v, bytes):
-        return v.hex()
-    if isinstance(v, decimal.Decimal):
-        return str(v)
-    if isinstance(v, dict):
-        return {k: jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [jsonable(x) for x in v]
-    return v
+from iceberg_read import jsonable
 
 
 def extension(package, name):

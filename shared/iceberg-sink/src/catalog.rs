@@ -188,6 +188,16 @@ impl CatalogConfig {
     }
 }
 
+/// A commit iceberg's transaction built, as [`FloeCatalog::commit_updates`] takes it: the
+/// table, the requirements, the updates.
+pub fn commit_parts(
+    mut commit: iceberg::TableCommit,
+) -> (TableIdent, Vec<TableRequirement>, Vec<TableUpdate>) {
+    let requirements = commit.take_requirements();
+    let updates = commit.take_updates();
+    (commit.identifier().clone(), requirements, updates)
+}
+
 /// `table` with `updates` applied if every requirement holds, at the next metadata location
 /// (not written): what a catalog that keeps metadata files does before swapping its pointer.
 pub fn apply_updates(

@@ -114,11 +114,9 @@ macro_rules! wrap_catalog {
             }
             async fn update_table(
                 &$s,
-                mut commit: ::iceberg::TableCommit,
+                commit: ::iceberg::TableCommit,
             ) -> ::iceberg::Result<::iceberg::table::Table> {
-                let ident = commit.identifier().clone();
-                let requirements = commit.take_requirements();
-                let updates = commit.take_updates();
+                let (ident, requirements, updates) = $crate::catalog::commit_parts(commit);
                 $crate::FloeCatalog::commit_updates($s, &ident, requirements, updates).await
             }
         }

@@ -500,18 +500,45 @@ async fn metadata_location(catalog: &dyn floe_iceberg::FloeCatalog, ident: &Tabl
     table.metadata_location().unwrap().to_owned()
 }
 
+/// iceberg-rust's scan and DuckDB both read exactly the rows `want` (`(id, day)`, sorted).
+async fn assert_read_by_iceberg_rust_and_duckdb(
+    catalog: &dyn floe_iceberg::FloeCatalog,
+    ident: &TableIdent,
+    want: &[(i64, i64)],
+) {
+    assert_eq!(scanned(catalog, ident).await, want, "iceberg-rust");
+    let location = metadata_location(catalog, ident).await;
+    let duck = floe_testbed::duckdb::read_metadata(&location, Some("id"));
+    assert_eq!(read_rows(&duck), want, "duckdb: {duck}");
+}
+
+/// A fresh table `demo.<name>` under `dir` holding ids `first` (day 20_100), committed as
+/// `c1`.
+async fn table_holding(
+    dir: &Path,
+    name: &str,
+    first: &[i64],
+) -> (
+    Arc<dyn floe_iceberg::FloeCatalog>,
+    TableIdent,
+    Vec<iceberg::spec::DataFile>,
+) {
+    let (catalog, ident, table) = fresh_table(dir, name).await;
+    let files = files_of(&table, first).await;
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, files.clone(), "c1"))
+        .await
+        .unwrap();
+    (catalog, ident, files)
+}
+
 /// A row delta adds new rows and deletes older ones by position in one snapshot, exactly once
 /// when its answer is lost; pyiceberg, DuckDB and iceberg-rust all read the same current rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_delta_deletes_by_position_in_the_snapshot_that_adds_rows() {
     use floe_iceberg::delta::{PositionDeletes, write_position_deletes};
     let dir = tempfile::tempdir().unwrap();
-    let (catalog, ident, table) = fresh_table(dir.path(), "mirror").await;
-    let first = files_of(&table, &[1, 2, 3, 4]).await;
+    let (catalog, ident, first) = table_holding(dir.path(), "mirror", &[1, 2, 3, 4]).await;
     assert_eq!(first.len(), 1);
-    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, first.clone(), "c1"))
-        .await
-        .unwrap();
 
     // Rows 1 and 3 of the first file (ids 2 and 4) go; ids 5 and 6 come, in one snapshot.
     let table = catalog.load_table(&ident).await.unwrap();
@@ -572,11 +599,7 @@ async fn an_equality_delete_replaces_a_keys_earlier_rows_only() {
     use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 
     let dir = tempfile::tempdir().unwrap();
-    let (catalog, ident, table) = fresh_table(dir.path(), "upserts").await;
-    let first = files_of(&table, &[1, 2, 3, 4]).await;
-    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, first, "c1"))
-        .await
-        .unwrap();
+    let (catalog, ident, _) = table_holding(dir.path(), "upserts", &[1, 2, 3, 4]).await;
 
     // Keys 2 and 4 are written again (day 20_200) and deleted by equality in the same snapshot.
     let table = catalog.load_table(&ident).await.unwrap();
@@ -612,10 +635,7 @@ async fn an_equality_delete_replaces_a_keys_earlier_rows_only() {
         (4, 20_200),
         (5, 20_200),
     ];
-    assert_eq!(scanned(catalog.as_ref(), &ident).await, want);
-    let location = metadata_location(catalog.as_ref(), &ident).await;
-    let duck = floe_testbed::duckdb::read_metadata(&location, Some("id"));
-    assert_eq!(read_rows(&duck), want, "duckdb: {duck}");
+    assert_read_by_iceberg_rust_and_duckdb(catalog.as_ref(), &ident, &want).await;
     let root = dir.path().canonicalize().unwrap();
     let refused = floe_testbed::pyiceberg::try_read_sql_table(
         "floe",
@@ -633,11 +653,7 @@ async fn an_equality_delete_replaces_a_keys_earlier_rows_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upsert_writer_keeps_the_latest_row_per_key() {
     let dir = tempfile::tempdir().unwrap();
-    let (catalog, ident, table) = fresh_table(dir.path(), "latest").await;
-    let first = files_of(&table, &[1, 2, 3, 4]).await;
-    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, first, "c1"))
-        .await
-        .unwrap();
+    let (catalog, ident, _) = table_holding(dir.path(), "latest", &[1, 2, 3, 4]).await;
 
     let table = catalog.load_table(&ident).await.unwrap();
     let options = WriterOptions {
@@ -672,10 +688,7 @@ async fn an_upsert_writer_keeps_the_latest_row_per_key() {
         (4, 20_100),
         (5, 20_200),
     ];
-    assert_eq!(scanned(catalog.as_ref(), &ident).await, want);
-    let location = metadata_location(catalog.as_ref(), &ident).await;
-    let duck = floe_testbed::duckdb::read_metadata(&location, Some("id"));
-    assert_eq!(read_rows(&duck), want, "duckdb: {duck}");
+    assert_read_by_iceberg_rust_and_duckdb(catalog.as_ref(), &ident, &want).await;
 
     // Partitioned by day(ts), keyed by id alone: a key could move to another day.
     let (_, catalog) = sql_catalog(dir.path()).await;

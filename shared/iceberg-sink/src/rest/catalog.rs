@@ -634,10 +634,8 @@ impl Catalog for RestCatalog {
         self.table_from(table, result, true)
     }
 
-    async fn update_table(&self, mut commit: TableCommit) -> Result<Table> {
-        let ident = commit.identifier().clone();
-        let requirements = commit.take_requirements();
-        let updates = commit.take_updates();
+    async fn update_table(&self, commit: TableCommit) -> Result<Table> {
+        let (ident, requirements, updates) = crate::catalog::commit_parts(commit);
         self.commit_table(&ident, &requirements, &updates).await
     }
 }

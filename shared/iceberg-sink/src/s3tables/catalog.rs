@@ -463,10 +463,8 @@ impl Catalog for S3TablesCatalog {
         ))
     }
 
-    async fn update_table(&self, mut commit: TableCommit) -> Result<Table> {
-        let ident = commit.identifier().clone();
-        let requirements = commit.take_requirements();
-        let updates = commit.take_updates();
+    async fn update_table(&self, commit: TableCommit) -> Result<Table> {
+        let (ident, requirements, updates) = crate::catalog::commit_parts(commit);
         crate::FloeCatalog::commit_updates(self, &ident, requirements, updates).await
     }
 }

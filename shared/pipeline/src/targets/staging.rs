@@ -449,10 +449,8 @@ impl Catalog for StagingCatalog {
         Err(unsupported("register tables"))
     }
 
-    async fn update_table(&self, mut commit: TableCommit) -> Result<Table> {
-        let ident = commit.identifier().clone();
-        let requirements = commit.take_requirements();
-        let updates = commit.take_updates();
+    async fn update_table(&self, commit: TableCommit) -> Result<Table> {
+        let (ident, requirements, updates) = floe_iceberg::catalog::commit_parts(commit);
         self.commit_updates(&ident, requirements, updates).await
     }
 }
