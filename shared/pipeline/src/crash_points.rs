@@ -314,6 +314,52 @@ async fn with_auto_create_off_a_missing_table_is_not_created_and_its_objects_wai
     assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<i64>>());
 }
 
+/// `iceberg.tables.auto-create-props.*` and `iceberg.tables.schema-force-optional` (Kafka
+/// Connect's names) shape the table floe creates.
+#[tokio::test]
+async fn a_created_table_takes_the_auto_create_props_and_forced_optional_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    std::fs::write(
+        dir.path().join("events.schema.json"),
+        r#"{"fields":[{"name":"id","type":"long","required":true},{"name":"v","type":"string"}]}"#,
+    )
+    .unwrap();
+    let catalog = local_catalog(dir.path()).await;
+    let text = format!(
+        "[iceberg]\ntables.auto-create-props.write.parquet.compression-codec = \"zstd\"\n\
+         tables.auto-create-props.owner = \"floe-test\"\ntables.schema-force-optional = true\n{}",
+        CONFIG.replace(
+            "suffix = \".ndjson\"",
+            "suffix = \".ndjson\"\nschema = \"events.schema.json\""
+        )
+    );
+    let p = pipeline_of(&text, dir.path(), &catalog, Faults::default()).await;
+    p.run_once(true).await.unwrap();
+    let table = catalog
+        .load_table(&TableIdent::from_strs(["t", "events"]).unwrap())
+        .await
+        .unwrap();
+    let props = table.metadata().properties();
+    assert_eq!(props.get("owner").map(String::as_str), Some("floe-test"));
+    assert_eq!(
+        props
+            .get("write.parquet.compression-codec")
+            .map(String::as_str),
+        Some("zstd")
+    );
+    let id = table
+        .metadata()
+        .current_schema()
+        .field_by_name("id")
+        .unwrap();
+    assert!(
+        !id.required,
+        "schema-force-optional leaves no required column"
+    );
+    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<i64>>());
+}
+
 #[tokio::test]
 async fn an_object_that_fails_is_named_and_the_rest_of_its_batch_lands() {
     let dir = tempfile::tempdir().unwrap();

@@ -302,6 +302,12 @@ pub struct RouteConfig {
     /// Off, the objects of a missing table are given back (not set aside) with an error naming
     /// the option, and land once the table exists.
     pub auto_create: bool,
+    /// Properties of a table floe creates: `[iceberg]` `tables.auto-create-props.*` (Kafka
+    /// Connect's name).
+    pub create_props: HashMap<String, String>,
+    /// Every column of a table floe creates is optional, whatever the schema says: `[iceberg]`
+    /// `tables.schema-force-optional` (Kafka Connect's name; default false).
+    pub force_optional: bool,
     /// `upsert`, `id-columns`, `cdc-field`: rows change by key (upserts, deletes; see
     /// [`floe_iceberg::changes`]). Defaults: `[iceberg]` `tables.upsert-mode-enabled`,
     /// `table.<table>.id-columns` then `tables.default-id-columns`, `tables.cdc-field` (Kafka
@@ -457,6 +463,11 @@ impl FloeConfig {
             id_columns: o.list("tables.default-id-columns")?,
             cdc_field: o.string("tables.cdc-field")?,
             table_ids,
+            create_props: o
+                .prefixed("tables.auto-create-props")?
+                .into_iter()
+                .collect(),
+            force_optional: o.bool("tables.schema-force-optional", false)?,
         };
         // Kafka Connect's static routing (`iceberg.tables`): with no [[routes]], one table
         // takes every object as records (a properties file cannot write [[routes]]).
@@ -711,6 +722,8 @@ fn route(
         infer_max_records: o.u64_in("infer.max-records", 1000, 1..=1_000_000)? as usize,
         evolve: o.bool("schema.evolution", defaults.evolve)?,
         auto_create: o.bool("auto-create", defaults.auto_create)?,
+        create_props: defaults.create_props.clone(),
+        force_optional: defaults.force_optional,
         changes: None,
         targets,
     };
@@ -771,6 +784,10 @@ struct TableDefaults {
     cdc_field: Option<String>,
     /// `table.<table>.id-columns`, by table.
     table_ids: HashMap<String, Vec<String>>,
+    /// `tables.auto-create-props.*`.
+    create_props: HashMap<String, String>,
+    /// `tables.schema-force-optional` (false).
+    force_optional: bool,
 }
 
 #[cfg(test)]

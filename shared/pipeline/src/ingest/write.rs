@@ -480,11 +480,19 @@ impl Pipeline {
             )
             .with_retryable(true));
         }
-        let schema = table_schema_for(store, change, route).await?;
+        let mut schema = table_schema_for(store, change, route).await?;
+        if route.force_optional {
+            for field in &mut schema.fields {
+                field.required = false;
+            }
+            schema.identifier_fields.clear();
+        }
+        let mut properties = route.create_props.clone();
+        properties.extend(crate::targets::maxcompute::staging_properties(route));
         let definition = TableDefinition {
             schema,
             partition_by: route.partition_by.clone(),
-            properties: crate::targets::maxcompute::staging_properties(route),
+            properties,
         };
         ensure_table(catalog, &ident, &definition)
             .await
