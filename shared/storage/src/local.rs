@@ -313,6 +313,55 @@ mod tests {
     use super::*;
     use crate::collect_body;
 
+    /// File times tick coarsely (a few milliseconds on Linux): two writes of the same length
+    /// within one tick must still get different versions, or a compare-and-set on the first
+    /// one's version would overwrite the second. (The checkpoint conformance suite met this
+    /// twice under load; here the old file's time is also set ahead of the clock, as a file
+    /// written within the same tick, or by a clock since set back, would be.)
+    #[tokio::test]
+    async fn every_write_changes_the_version_even_within_one_clock_tick() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path(), "local").unwrap();
+        let mut version = store
+            .put("k", Bytes::from("v-0"), PutMode::IfAbsent)
+            .await
+            .unwrap()
+            .unwrap();
+        for i in 1..500 {
+            if i % 50 == 0 {
+                // The current file stamped ahead of the clock: the next write's own stamp
+                // would be earlier, and could equal a later one's.
+                let ahead = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.path().join("k"))
+                    .unwrap();
+                f.set_modified(ahead).unwrap();
+                version = store.head("k").await.unwrap().unwrap().etag.unwrap();
+            }
+            let body = Bytes::from(format!("v-{}", i % 10));
+            let next = store
+                .put("k", body, PutMode::IfMatch(version.clone()))
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("write {i} lost its compare-and-set"));
+            assert_ne!(next, version, "write {i} kept the version");
+            let before = version
+                .split('-')
+                .next()
+                .map(|t| u128::from_str_radix(t, 16).unwrap());
+            let after = next
+                .split('-')
+                .next()
+                .map(|t| u128::from_str_radix(t, 16).unwrap());
+            assert!(
+                after > before,
+                "write {i}: its time went back ({version} → {next})"
+            );
+            version = next;
+        }
+    }
+
     #[tokio::test]
     async fn lists_pages_reads_and_writes_conditionally() {
         let dir = tempfile::tempdir().unwrap();
