@@ -297,6 +297,13 @@ fn read_chunk(file: &mut std::fs::File, cap: usize) -> Result<Bytes> {
 }
 
 /// Write to a dot-file beside the target, then rename over it.
+/// Replace the file at `path` with `body` through a temporary file and a rename, so a reader
+/// sees the old content or the new, never part of it.
+///
+/// The new file's modification time is made later than the old one's: an ETag is the time
+/// and the size, and the kernel stamps new files with a clock that ticks every few
+/// milliseconds, so two writes of the same size within one tick would otherwise share a
+/// version, and a compare-and-set holding the first would overwrite the second.
 async fn write_atomically(path: &Path, body: &[u8]) -> Result<()> {
     let name = path
         .file_name()
@@ -304,6 +311,24 @@ async fn write_atomically(path: &Path, body: &[u8]) -> Result<()> {
         .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "object path has no file name"))?;
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     tokio::fs::write(&tmp, body).await.map_err(Error::from)?;
+    let old = tokio::fs::metadata(path)
+        .await
+        .ok()
+        .and_then(|m| m.modified().ok());
+    if let Some(old) = old {
+        let tmp = tmp.clone();
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            let file = std::fs::OpenOptions::new().write(true).open(&tmp)?;
+            let new = file.metadata()?.modified()?;
+            if new <= old {
+                file.set_modified(old + std::time::Duration::from_micros(1))?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| Error::unexpected(format!("setting a file time: {e}")))?
+        .map_err(Error::from)?;
+    }
     tokio::fs::rename(&tmp, path).await.map_err(Error::from)?;
     Ok(())
 }
