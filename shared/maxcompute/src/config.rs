@@ -457,6 +457,10 @@ mod tests {
                 r#","multi_table_sink_replica":0"#,
                 "multi_table_sink_replica",
             ),
+            (
+                r#","multi_table_sink_replica":4"#,
+                "multi_table_sink_replica",
+            ),
             (r#","datetime_format":"yyyy-QQ""#, "datetime_format"),
             (r#","tunnel_endpoint":"dt.example""#, "tunnel_endpoint"),
             (
