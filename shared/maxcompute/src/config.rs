@@ -92,7 +92,8 @@ pub struct MaxComputeSinkConfig {
     /// `insert_strategy`: `upload` or `upsert`; default `upload`.
     #[serde(default, deserialize_with = "named_enum")]
     pub insert_strategy: InsertStrategy,
-    /// `multi_table_sink_replica`: writers per table in multi-table mode, at least 1; default 1.
+    /// `multi_table_sink_replica`: SeaTunnel's writers per table in multi-table mode; only 1
+    /// (the default) is accepted, see [`MaxComputeSinkConfig::validate`].
     #[serde(default = "one")]
     pub multi_table_sink_replica: u32,
 }
@@ -248,10 +249,15 @@ impl MaxComputeSinkConfig {
                 "cannot be true with insert_strategy = upsert",
             ));
         }
-        if self.multi_table_sink_replica == 0 {
+        if self.multi_table_sink_replica != 1 {
             return Err(Error::config(
                 "multi_table_sink_replica",
-                "must be at least 1",
+                format!(
+                    "{}: floe writes each table with one writer per batch and commits it with \
+                     one committer at a time; its parallel writers are its function instances \
+                     (each stages its own batches). Leave the option out or set it to 1",
+                    self.multi_table_sink_replica
+                ),
             ));
         }
         DateTimeFormat::parse(&self.datetime_format)

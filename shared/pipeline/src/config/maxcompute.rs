@@ -37,7 +37,7 @@
 //! | `tunnel_name` | none | tunnel quota |
 //! | `insert_strategy` | `upload` | `upsert` sends every row through an upsert session (primary key needed) |
 //! | `staging-location` | beside the checkpoint | floe's own: where routes whose only target is MaxCompute stage their Parquet files, see [`crate::targets::staging`] |
-//! | `multi_table_sink_replica` | 1 | accepted for compatibility; floe commits each table from one committer at a time (its lease) |
+//! | `multi_table_sink_replica` | 1 | only 1: floe writes a table with one writer per batch and commits it from one committer at a time (its lease); parallel writers are function instances. Other values are refused |
 //!
 //! Which session a commit uses: an upsert session when `insert_strategy = upsert`, or when the
 //! table has a primary key and the route's rows carry a kind (removals in metadata mode, a
