@@ -51,15 +51,7 @@ impl Committer<'_> {
         let client = sink.client();
         if record.data_instance.is_none() {
             let schema = TableSchema::from_json(&detail.upstream_schema)?;
-            let staging = first.staged.table.as_str();
-            let (database, table_name) = staging.rsplit_once('.').unwrap_or(("", staging));
-            let upstream = UpstreamTable {
-                database: database.to_owned(),
-                table_name: table_name.to_owned(),
-                schema,
-                unique_keys: Vec::new(),
-                comment: format!("landed by floe (route {})", detail.route),
-            };
+            let upstream = upstream_table(first.staged.table.as_str(), schema, &detail.route);
             let outcome = apply_schema_save_mode(
                 client,
                 cfg.schema_save_mode,
@@ -126,5 +118,50 @@ impl Committer<'_> {
                 format!("{key} changed under its committer"),
             )
         })
+    }
+}
+
+/// The upstream table the create template is filled from: the staged table's names and its
+/// schema.
+fn upstream_table(staging: &str, schema: TableSchema, route: &str) -> UpstreamTable {
+    let (database, table_name) = staging.rsplit_once('.').unwrap_or(("", staging));
+    UpstreamTable {
+        database: database.to_owned(),
+        table_name: table_name.to_owned(),
+        unique_keys: Vec::new(),
+        schema,
+        comment: format!("landed by floe (route {route})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unique_key_placeholder_gets_the_schemas_key() {
+        let schema = TableSchema::from_json(
+            r#"{"fields":[{"name":"id","type":"long","required":true},{"name":"v","type":"string"}],"identifierFields":["id"]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            schema.identifier_fields,
+            ["id"],
+            "the fixture declares a key"
+        );
+        let upstream = upstream_table("floe_staging.orders", schema, "r");
+        assert_eq!(upstream.unique_keys, ["id"]);
+        assert_eq!(
+            (upstream.database.as_str(), upstream.table_name.as_str()),
+            ("floe_staging", "orders")
+        );
+        let sql = floe_maxcompute::render_create_table(
+            "CREATE TABLE `${table}` (${rowtype_fields}) TBLPROPERTIES ('unique'='${rowtype_unique_key}');",
+            "orders",
+            &upstream,
+            None,
+        )
+        .unwrap();
+        assert!(sql.contains("'unique'='`id`'"), "{sql}");
     }
 }
