@@ -121,14 +121,16 @@ impl Committer<'_> {
     }
 }
 
-/// The upstream table the create template is filled from: the staged table's names and its
-/// schema.
+/// The upstream table the create template is filled from: the staged table's names, its
+/// schema, and its key. floe's schemas declare one key, the identifier fields (the primary
+/// key), so `${rowtype_unique_key}` gives the same columns as `${rowtype_primary_key}`: a
+/// primary key is unique, and floe knows no other unique key.
 fn upstream_table(staging: &str, schema: TableSchema, route: &str) -> UpstreamTable {
     let (database, table_name) = staging.rsplit_once('.').unwrap_or(("", staging));
     UpstreamTable {
         database: database.to_owned(),
         table_name: table_name.to_owned(),
-        unique_keys: Vec::new(),
+        unique_keys: schema.identifier_fields.clone(),
         schema,
         comment: format!("landed by floe (route {route})"),
     }
