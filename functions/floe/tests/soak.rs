@@ -20,8 +20,9 @@
 //! unkilled until the queue is empty, stop with Ctrl-C (committing what they staged), and
 //! `floe commit` runs until nothing is left to commit. pyiceberg then reads the table: every
 //! row carries `key`, `version` and `i`, and for every version written the table must hold
-//! its N rows exactly once, or none when the key was overwritten later (a superseded version
-//! may be skipped as stale); the latest version of every key must be there. Rows of a version
+//! its N rows exactly once when it is the key's latest, and none when the key was overwritten
+//! later (the route's `on-change = replace`, records mode's default: a new version's rows
+//! replace the old ones; a version kept beside a newer one is reported as `kept`). Rows of a version
 //! never written, dead letters and instances that exit on their own are reported too.
 //!
 //! Sizing: `FLOE_SOAK_KILLS` (default 30, about a minute), `FLOE_SOAK_PROCESSES` (default 4),
@@ -649,8 +650,10 @@ fn read_all(uri: &str, token: &str, prefix: &str) -> Value {
 #[derive(Debug, Default)]
 struct Verdict {
     rows: usize,
-    /// Superseded versions with no rows (skipped as stale: allowed).
+    /// Superseded versions with no rows (replaced, or skipped as stale: as it must be).
     stale: usize,
+    /// Superseded versions whose rows are still in the table beside a newer version's.
+    kept: Vec<String>,
     /// Latest versions without rows, and versions with some but not all of their rows.
     lost: Vec<String>,
     /// Versions with more rows than written.
@@ -676,8 +679,9 @@ fn judge(table: &Value, written: &Written) -> Verdict {
         let latest = written.latest[key] == *version;
         let what = || format!("{key} v{version} ({}): {n} of {} rows", w.etag, w.rows);
         match n {
-            n if n == w.rows => {}
             0 if !latest => v.stale += 1,
+            n if !latest && n == w.rows => v.kept.push(what()),
+            n if n == w.rows => {}
             n if n > w.rows => v.doubled.push(what()),
             _ => v.lost.push(what()),
         }
@@ -782,7 +786,7 @@ async fn many_instances_killed_at_random_land_every_version_once() {
 
     println!(
         "soak: runs={} kills={} processes={}+1 objects={} versions={} rows_written={} rows={} \
-         stale_skipped={} lost={} doubled={} unknown={} dead_letters={} unexpected_exits={} \
+         superseded={} kept={} lost={} doubled={} unknown={} dead_letters={} unexpected_exits={} \
          commit_invocations={}/{} final_commits={} seed={} wall={:.0?}",
         fleet.runs + 1 + final_commits, // the first run and the final `floe commit`s too
         fleet.kills,
@@ -792,6 +796,7 @@ async fn many_instances_killed_at_random_land_every_version_once() {
         written.rows(),
         verdict.rows,
         verdict.stale,
+        verdict.kept.len(),
         verdict.lost.len(),
         verdict.doubled.len(),
         verdict.unknown.len(),
@@ -808,6 +813,7 @@ async fn many_instances_killed_at_random_land_every_version_once() {
     }
     common::assert_commit_ids_unique(&table);
     let clean = verdict.lost.is_empty()
+        && verdict.kept.is_empty()
         && verdict.doubled.is_empty()
         && verdict.unknown.is_empty()
         && letters.is_empty();
@@ -818,7 +824,9 @@ async fn many_instances_killed_at_random_land_every_version_once() {
         return;
     }
     if !clean {
-        let keys: Vec<&str> = (verdict.lost.iter().chain(&verdict.doubled))
+        let keys: Vec<&str> = (verdict.lost.iter())
+            .chain(&verdict.kept)
+            .chain(&verdict.doubled)
             .filter_map(|s| s.split(' ').next())
             .take(20)
             .collect();
@@ -826,9 +834,11 @@ async fn many_instances_killed_at_random_land_every_version_once() {
         let evidence = checkpoint_evidence(&bed.checkpoint_dir(), &keys);
         let kept = bed.work.keep();
         panic!(
-            "lost: {:#?}\ndoubled: {:#?}\nunknown: {:#?}\ndead letters: {letters:#?}\n\
+            "lost: {:#?}\nkept: {:#?}\ndoubled: {:#?}\nunknown: {:#?}\n\
+             dead letters: {letters:#?}\n\
              checkpoint {evidence}\nlogs and a copy of the checkpoint table kept in {}",
             verdict.lost,
+            verdict.kept,
             verdict.doubled,
             verdict.unknown,
             kept.display()

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use arrow_array::{Array, BooleanArray, RecordBatch};
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use floe_core::{Error, Result};
-use iceberg::spec::{DataFile, DataFileFormat, PartitionKey, Struct};
+use iceberg::spec::{DataFile, DataFileFormat, PartitionKey};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::equality_delete_writer::{
     EqualityDeleteFileWriter, EqualityDeleteFileWriterBuilder, EqualityDeleteWriterConfig,
@@ -44,6 +44,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::catalog::from_iceberg;
 use crate::delta::{PositionDeletes, write_position_deletes};
+use crate::sources::Ordinals;
 
 /// How a table's rows change: its key, the field naming each row's operation, upsert mode.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -122,11 +123,6 @@ pub(crate) struct Changes {
     op: Option<usize>,
     upsert: bool,
     deletes: Deletes,
-    /// Partition values seen, in order of first sight; a row ordinal is per partition.
-    partitions: Vec<Struct>,
-    partition_slot: HashMap<Struct, usize>,
-    /// Rows written so far, per partition.
-    written: Vec<u64>,
     /// The latest row written for each key: (partition, ordinal).
     latest: HashMap<String, (usize, u64)>,
     /// Rows written and then replaced or deleted within the batch: (partition, ordinal).
@@ -225,31 +221,21 @@ impl Changes {
             op,
             upsert: changes.upsert,
             deletes,
-            partitions: Vec::new(),
-            partition_slot: HashMap::new(),
-            written: Vec::new(),
             latest: HashMap::new(),
             doomed: Vec::new(),
         })
     }
 
-    /// Sort the rows of `batch` (all of one partition, `key`) into rows to write and keys to
-    /// delete, in order; returns the rows to write, and writes the equality deletes.
+    /// Sort the rows of `batch` (all of one partition, `key`, whose slot is `slot` and whose
+    /// next row ordinal is `next`) into rows to write and keys to delete, in order; returns the
+    /// rows to write, and writes the equality deletes.
     pub(crate) async fn split(
         &mut self,
         key: Option<&PartitionKey>,
+        slot: usize,
+        mut next: u64,
         batch: &RecordBatch,
     ) -> Result<RecordBatch> {
-        let value = key.map(|k| k.data().clone()).unwrap_or_else(Struct::empty);
-        let slot = match self.partition_slot.get(&value) {
-            Some(s) => *s,
-            None => {
-                self.partitions.push(value.clone());
-                self.written.push(0);
-                self.partition_slot.insert(value, self.partitions.len() - 1);
-                self.partitions.len() - 1
-            }
-        };
         let keys = row_keys(batch, &self.keys)?;
         let ops = match self.op {
             Some(i) => {
@@ -274,8 +260,8 @@ impl Changes {
             }
             delete.push(deletes_key);
             if op != Op::Delete {
-                let ordinal = self.written[slot];
-                self.written[slot] += 1;
+                let ordinal = next;
+                next += 1;
                 if let Some(earlier) = self.latest.insert(k, (slot, ordinal)) {
                     self.doomed.push(earlier);
                 }
@@ -306,7 +292,11 @@ impl Changes {
 
     /// Finish the delete files, given the data files the writer closed: the equality delete
     /// files, and one position delete file per data file with rows replaced in the batch.
-    pub(crate) async fn close(self, data: &[DataFile]) -> Result<Vec<DataFile>> {
+    pub(crate) async fn close(
+        self,
+        data: &[DataFile],
+        ordinals: &Ordinals,
+    ) -> Result<Vec<DataFile>> {
         let mut files = match self.deletes {
             Deletes::Unpartitioned(mut w) => w.close().await.map_err(from_iceberg)?,
             Deletes::Partitioned(w) => w.close().await.map_err(from_iceberg)?,
@@ -314,29 +304,14 @@ impl Changes {
         if self.doomed.is_empty() {
             return Ok(files);
         }
-        // Each partition's files in the order they were filled, with the ordinal each starts at.
-        let mut per_partition: Vec<Vec<(u64, &DataFile)>> = vec![Vec::new(); self.partitions.len()];
-        let mut next = vec![0u64; self.partitions.len()];
-        for file in data {
-            let Some(&slot) = self.partition_slot.get(file.partition()) else {
-                continue;
-            };
-            per_partition[slot].push((next[slot], file));
-            next[slot] += file.record_count();
-        }
+        let index = ordinals.files(data);
         let mut positions: HashMap<usize, (&DataFile, Vec<i64>)> = HashMap::new();
         for (slot, ordinal) in self.doomed {
-            let files = &per_partition[slot];
-            let i = files.partition_point(|(start, _)| *start <= ordinal);
-            let Some(&(start, file)) = i.checked_sub(1).and_then(|i| files.get(i)) else {
-                return Err(Error::unexpected(format!(
-                    "row {ordinal} of partition {slot} is in no data file"
-                )));
-            };
+            let (file, pos) = index.locate(slot, ordinal)?;
             let entry = positions
                 .entry(std::ptr::from_ref(file) as usize)
                 .or_insert_with(|| (file, Vec::new()));
-            entry.1.push((ordinal - start) as i64);
+            entry.1.push(pos as i64);
         }
         for (file, rows) in positions.into_values() {
             let deletes = PositionDeletes::of(file, rows);

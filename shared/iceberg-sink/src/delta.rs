@@ -328,6 +328,44 @@ fn unique_snapshot_id(table: &Table) -> i64 {
     }
 }
 
+/// The data files among `paths` that the table's current snapshot holds, by path (a path the
+/// table no longer holds, or never held, is absent). Reads the manifest list and the data
+/// manifests whose files may include one of them.
+pub async fn live_data_files(
+    table: &Table,
+    paths: &std::collections::BTreeSet<String>,
+) -> Result<HashMap<String, DataFile>> {
+    let mut out = HashMap::new();
+    let metadata = table.metadata();
+    let Some(snapshot) = metadata.current_snapshot() else {
+        return Ok(out);
+    };
+    if paths.is_empty() {
+        return Ok(out);
+    }
+    let io = table.file_io();
+    let list = table
+        .manifest_list_reader(snapshot)
+        .load()
+        .await
+        .map_err(|e| from_iceberg(e).while_doing("failed to read the current manifest list"))?;
+    for manifest in list.entries() {
+        if manifest.content != ManifestContentType::Data {
+            continue;
+        }
+        let loaded = manifest.load_manifest(io).await.map_err(from_iceberg)?;
+        for entry in loaded.entries() {
+            if entry.is_alive() && paths.contains(entry.file_path()) {
+                out.insert(entry.file_path().to_owned(), entry.data_file().clone());
+            }
+        }
+        if out.len() == paths.len() {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 //! - [`table`]: find or create tables (schema, partition spec, zstd Parquet properties).
 //! - [`changes`]: upserts and deletes by key (equality and position deletes) while writing.
 //! - [`writer`]: Arrow batches → partitioned, rolled Parquet data files with column statistics.
+//! - [`sources`]: where each object's rows went (data file, positions), for replacing them later.
 //! - [`staged`]: data files as kept in the checkpoint table until they are committed.
 //! - [`wrap_catalog!`]: a catalog passing every call but its table commits to another.
 //! - [`commit`]: one snapshot per commit, carrying floe's commit id; history checked before retries.
@@ -19,6 +20,7 @@ pub mod delta;
 pub mod rest;
 pub mod s3tables;
 pub mod schema;
+pub mod sources;
 pub mod sql;
 pub mod staged;
 pub mod table;
@@ -31,6 +33,7 @@ pub use commit::{
     AppendOutcome, AppendRequest, BATCH_IDS_PROP, CHECKPOINT_PROP, COMMIT_ID_PROP, COMMIT_IDS_PROP,
     FoundCommit, append_exactly_once, find_commit,
 };
+pub use sources::SourceRows;
 pub use staged::StagedFile;
 pub use table::{
     TableDefinition, add_missing_columns, ensure_table, load_table, missing_fields, parse_ident,

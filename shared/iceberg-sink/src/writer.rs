@@ -5,13 +5,14 @@
 //! table's partition spec. [`TableWriter::close`] returns the data files; committing them is a
 //! separate step (the committer), so the batching policy decides when snapshots are made.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef as ArrowSchemaRef;
 use floe_core::{Error, Result};
 use iceberg::arrow::RecordBatchPartitionSplitter;
-use iceberg::spec::{DataFile, DataFileFormat};
+use iceberg::spec::{DataFile, DataFileFormat, Struct};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::{DataFileWriter, DataFileWriterBuilder};
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -27,6 +28,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::catalog::from_iceberg;
 use crate::changes::{Changes, RowChanges};
+use crate::sources::{Ordinals, SourceRows, SourceTracker};
 
 /// Writer settings.
 #[derive(Clone, Debug)]
@@ -76,6 +78,10 @@ pub struct TableWriter {
     inner: Inner,
     rows: u64,
     changes: Option<Box<Changes>>,
+    /// Rows numbered per partition (see [`crate::sources`]).
+    ordinals: Ordinals,
+    /// Which source each row came from.
+    sources: SourceTracker,
 }
 
 impl std::fmt::Debug for TableWriter {
@@ -138,6 +144,8 @@ impl TableWriter {
             inner,
             rows: 0,
             changes,
+            ordinals: Ordinals::default(),
+            sources: SourceTracker::default(),
         })
     }
 
@@ -151,36 +159,47 @@ impl TableWriter {
         self.rows
     }
 
+    /// The rows written from now on come from `source` (`None`: from no source worth
+    /// tracking). [`TableWriter::close_with_sources`] says where each source's rows went.
+    pub fn set_source(&mut self, source: Option<u64>) {
+        self.sources.current = source;
+    }
+
     /// Write one batch (split by partition when the table is partitioned).
     pub async fn write(&mut self, batch: RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let Some(changes) = &mut self.changes else {
-            self.rows += batch.num_rows() as u64;
-            return match &mut self.inner {
-                Inner::Unpartitioned(w) => w.write(batch).await.map_err(from_iceberg),
-                Inner::Partitioned(p) => {
-                    for (key, part) in p.splitter.split(&batch).map_err(from_iceberg)? {
-                        p.fanout.write(key, part).await.map_err(from_iceberg)?;
-                    }
-                    Ok(())
-                }
-            };
-        };
         match &mut self.inner {
             Inner::Unpartitioned(w) => {
-                let rows = changes.split(None, &batch).await?;
-                self.rows += rows.num_rows() as u64;
-                if rows.num_rows() > 0 {
+                let slot = self.ordinals.slot(&Struct::empty());
+                let rows = match &mut self.changes {
+                    Some(c) => (c.split(None, slot, self.ordinals.next(slot), &batch)).await?,
+                    None => batch,
+                };
+                let n = rows.num_rows() as u64;
+                self.rows += n;
+                let first = self.ordinals.take(slot, n);
+                self.sources.note(slot, first, n);
+                if n > 0 {
                     w.write(rows).await.map_err(from_iceberg)?;
                 }
             }
             Inner::Partitioned(p) => {
                 for (key, part) in p.splitter.split(&batch).map_err(from_iceberg)? {
-                    let rows = changes.split(Some(&key), &part).await?;
-                    self.rows += rows.num_rows() as u64;
-                    if rows.num_rows() > 0 {
+                    let slot = self.ordinals.slot(key.data());
+                    let rows = match &mut self.changes {
+                        Some(c) => {
+                            let next = self.ordinals.next(slot);
+                            c.split(Some(&key), slot, next, &part).await?
+                        }
+                        None => part,
+                    };
+                    let n = rows.num_rows() as u64;
+                    self.rows += n;
+                    let first = self.ordinals.take(slot, n);
+                    self.sources.note(slot, first, n);
+                    if n > 0 {
                         p.fanout.write(key, rows).await.map_err(from_iceberg)?;
                     }
                 }
@@ -192,14 +211,23 @@ impl TableWriter {
     /// Finish every open file and return the data files.
     /// With row changes, the delete files follow the data files.
     pub async fn close(self) -> Result<Vec<DataFile>> {
+        Ok(self.close_with_sources().await?.0)
+    }
+
+    /// [`TableWriter::close`], and where the rows of each source named by
+    /// [`TableWriter::set_source`] went: runs of rows in the data files, in the order written.
+    pub async fn close_with_sources(
+        self,
+    ) -> Result<(Vec<DataFile>, BTreeMap<u64, Vec<SourceRows>>)> {
         let mut files = match self.inner {
             Inner::Unpartitioned(mut w) => w.close().await.map_err(from_iceberg)?,
             Inner::Partitioned(p) => p.fanout.close().await.map_err(from_iceberg)?,
         };
+        let sources = self.sources.resolve(&self.ordinals.files(&files))?;
         if let Some(changes) = self.changes {
-            let deletes = changes.close(&files).await?;
+            let deletes = changes.close(&files, &self.ordinals).await?;
             files.extend(deletes);
         }
-        Ok(files)
+        Ok((files, sources))
     }
 }

@@ -195,7 +195,61 @@ async fn crash_and_recover(point: &str) {
 }
 
 /// Points reached only by a configuration of their own, each with its own test below.
-const OWN_TESTS: &[&str] = &["commit.after-batch-snapshot"];
+const OWN_TESTS: &[&str] = &[
+    "commit.after-batch-snapshot",
+    "commit.after-replaced-rows",
+    "commit.after-settle",
+];
+
+/// Objects that change replace their rows (`on-change = replace`, the default): a first pass
+/// lands a, b and c (ids 1..=9, b's bad line dead-lettered); then a is overwritten (ids 11 and
+/// 12) and c removed, and the pass landing that halts at `point`. After the recovery the table
+/// holds exactly a's new rows and b's: none of a's old rows or c's come back, none is lost.
+async fn replace_crash_and_recover(point: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    let catalog = local_catalog(dir.path()).await;
+    let first = pipeline(dir.path(), &catalog, Faults::default()).await;
+    let report = first.run_once(true).await.unwrap();
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>());
+    drop(first);
+    let bucket = dir.path().join("bucket");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    std::fs::write(
+        bucket.join("a.ndjson"),
+        "{\"id\":11,\"v\":\"new\"}\n{\"id\":12,\"v\":\"new\"}\n",
+    )
+    .unwrap();
+    std::fs::remove_file(bucket.join("c.ndjson")).unwrap();
+    halt_then_recover(CONFIG, dir.path(), &catalog, point, || {}).await;
+    assert_eq!(ids(&catalog).await, [4, 5, 6, 11, 12], "{point}");
+}
+
+macro_rules! replace_crash_tests {
+    ($($name:ident => $point:literal,)*) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                replace_crash_and_recover($point).await;
+            }
+        )*
+    };
+}
+
+replace_crash_tests! {
+    replace_after_batch_open => "ingest.after-batch-open",
+    replace_after_claim => "ingest.after-claim",
+    replace_after_write => "ingest.after-write",
+    replace_after_stage => "ingest.after-stage",
+    replace_after_mark => "ingest.after-mark",
+    replace_after_record => "commit.after-record",
+    replace_after_replaced_rows => "commit.after-replaced-rows",
+    replace_after_append => "commit.after-append",
+    replace_after_done => "commit.after-done",
+    replace_after_settle => "commit.after-settle",
+    replace_after_batches => "commit.after-batches",
+}
 
 /// Upserts by key (row deltas, one snapshot per batch): halted after the first batch's
 /// snapshot of a two-batch commit, the recovery makes the second one only. Object c also

@@ -230,6 +230,7 @@ async fn ingest(
             rows: total,
             bytes: total * 100,
             maxcompute: None,
+            objects: Vec::new(),
         };
         targets.insert(target, files);
     }

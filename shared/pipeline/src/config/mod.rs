@@ -258,6 +258,18 @@ pub enum OnError {
     DeadLetter,
 }
 
+/// `on-change`: how an object's later versions and its removal reach the rows it landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnChange {
+    /// The table mirrors the objects: a new version's rows replace the earlier version's (the
+    /// old rows deleted by position in the snapshot that adds the new ones), and a removed
+    /// object's rows are deleted. In metadata and content modes: one row per live object.
+    Replace,
+    /// Every version adds its rows beside the earlier ones; removals change nothing (records
+    /// mode) or add a changelog row (metadata and content modes).
+    Append,
+}
+
 /// A `[[routes]]` entry.
 #[derive(Clone, Debug)]
 pub struct RouteConfig {
@@ -313,6 +325,11 @@ pub struct RouteConfig {
     /// `table.<table>.id-columns` then `tables.default-id-columns`, `tables.cdc-field` (Kafka
     /// Connect's names). `None`: every row is appended.
     pub changes: Option<floe_iceberg::RowChanges>,
+    /// `on-change`: what a new version or a removal of an object does to the rows its earlier
+    /// version landed in the route's Iceberg table. Default: `replace` in records mode (no
+    /// `upsert`/`cdc-field`), `append` in metadata and content modes (a changelog row per
+    /// change).
+    pub on_change: OnChange,
     /// `targets` and `maxcompute.*`: where the route's rows land (default Iceberg only).
     pub targets: RouteTargets,
 }
@@ -725,7 +742,19 @@ fn route(
         create_props: defaults.create_props.clone(),
         force_optional: defaults.force_optional,
         changes: None,
+        on_change: OnChange::Append,
         targets,
+    };
+    let on_change = match o.string("on-change")?.as_deref() {
+        None => None,
+        Some("replace") => Some(OnChange::Replace),
+        Some("append") => Some(OnChange::Append),
+        Some(other) => {
+            return Err(o.err(
+                "on-change",
+                format!("`{other}`: expected replace or append"),
+            ));
+        }
     };
     let upsert = o.bool("upsert", defaults.upsert)?;
     let cdc_field = o
@@ -767,6 +796,27 @@ fn route(
             upsert,
         });
     }
+    r.on_change = match on_change {
+        Some(OnChange::Replace) if r.changes.is_some() => {
+            return Err(Error::config(
+                &format!("routes[{i}].on-change"),
+                "a route that upserts or deletes by key replaces rows by their key, not by the \
+                 object they came from: leave on-change out (or set it to append)",
+            ));
+        }
+        Some(OnChange::Replace) if !r.targets.iceberg => {
+            return Err(Error::config(
+                &format!("routes[{i}].on-change"),
+                "on-change = replace applies to a route's Iceberg table; a MaxCompute table \
+                 takes changed rows through insert_strategy = \"upsert\"",
+            ));
+        }
+        Some(c) => c,
+        None if r.mode == Mode::Records && r.changes.is_none() && r.targets.iceberg => {
+            OnChange::Replace
+        }
+        None => OnChange::Append,
+    };
     Ok(r)
 }
 

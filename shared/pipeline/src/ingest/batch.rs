@@ -10,7 +10,7 @@ use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
 use super::route::Routed;
 use super::write::WriteResult;
 use super::{BatchReport, Claimed, Run};
-use crate::config::Mode;
+use crate::config::{Mode, OnChange};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
 use crate::pipeline::Pipeline;
 use crate::protocol::Outcome;
@@ -97,7 +97,7 @@ impl Pipeline {
             run.report.bad_records = 0;
             run.report.bytes_read = 0;
         };
-        let targets = self.close_slots(&mut run, slots).await?;
+        let targets = self.close_slots(&mut run, slots, &claimed).await?;
         self.faults.hit("ingest.after-write").await;
         run.dead.flush().await?;
         run.report.dead_letters += run.dead.count();
@@ -132,8 +132,11 @@ impl Pipeline {
         for (i, c) in run.changes.iter().enumerate() {
             let why = match self.router.route(c) {
                 Ok(Some(r)) => {
-                    let mode = self.router.config(r.route).mode;
-                    if c.operation != Operation::Removed || mode != Mode::Records {
+                    let route = self.router.config(r.route);
+                    if c.operation != Operation::Removed
+                        || route.mode != Mode::Records
+                        || route.on_change == OnChange::Replace
+                    {
                         routed.push((i, r));
                         continue;
                     }

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floe_checkpoint::Version;
-use floe_core::{Error, ErrorKind, ObjectChange, Result};
+use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
 use floe_decode::cdc::MetaRow;
 use floe_decode::decode::BadRecord;
 use floe_iceberg::{
-    StagedFile, TableDefinition, TableWriter, WriterOptions, add_missing_columns, ensure_table,
-    missing_fields, parse_ident,
+    SourceRows, StagedFile, TableDefinition, TableWriter, WriterOptions, add_missing_columns,
+    ensure_table, missing_fields, parse_ident,
 };
 use iceberg::table::Table;
 
@@ -21,11 +21,11 @@ use super::read::{
     unreadable,
 };
 use super::{Claimed, Run};
-use crate::config::{Mode, OnError};
+use crate::config::{Mode, OnChange, OnError};
 use crate::deadletter::{DeadLetter, DeadLetterWriter};
 use crate::pipeline::{Pipeline, ProgressEvent};
 use crate::protocol::Outcome;
-use crate::protocol::records::{BatchRecord, StagedMaxCompute, TargetFiles};
+use crate::protocol::records::{BatchRecord, ObjectRows, StagedMaxCompute, TargetFiles};
 use crate::targets::TargetId;
 
 /// Per-table state while a batch runs (one per table and MaxCompute target: rows bound for
@@ -46,6 +46,11 @@ pub(super) struct Slot {
     prefix: String,
     /// How many times the writer was replaced.
     generation: u32,
+    /// Objects read whose route replaces changed objects' rows: (change index, only appended
+    /// bytes read), in the order read.
+    replacing: Vec<(usize, bool)>,
+    /// Where each tracked object's rows went, from the writers already closed.
+    rows_of: BTreeMap<u64, Vec<SourceRows>>,
 }
 
 /// A metadata row waiting to be written: the change's index and the object's bytes (content mode).
@@ -102,6 +107,10 @@ impl Pipeline {
             let span = tracing::info_span!("object", bucket = %change.bucket, key = %change.key);
             let _enter = span.enter();
 
+            if replaces_without_rows(route, change) {
+                // Nothing to read: the committer deletes what the object landed before.
+                continue;
+            }
             let key = slot_key(c);
             let too_large = self.too_large(change);
             let limit = read_limit(
@@ -126,6 +135,9 @@ impl Pipeline {
                                         run.report.bytes_read +=
                                             content.as_ref().map_or(0, |c| c.len() as u64);
                                         run.report.rows += 1;
+                                        if route.on_change == OnChange::Replace {
+                                            slot.replacing.push((c.idx, false));
+                                        }
                                         meta.entry(key).or_default().push((c.idx, content));
                                         Ok(1)
                                     }
@@ -134,8 +146,13 @@ impl Pipeline {
                             }
                             Mode::Records => {
                                 let from = c.from(change);
-                                self.read_into(run, slot, &store, change, from, route)
-                                    .await?
+                                let read = self
+                                    .read_into(run, slot, &store, c.idx, from, route)
+                                    .await?;
+                                if read.is_ok() && route.on_change == OnChange::Replace {
+                                    slot.replacing.push((c.idx, from.is_some()));
+                                }
+                                read
                             }
                         },
                     },
@@ -274,6 +291,8 @@ impl Pipeline {
                 closed: Vec::new(),
                 prefix,
                 generation: 0,
+                replacing: Vec::new(),
+                rows_of: BTreeMap::new(),
             };
             slots.insert(key.clone(), slot);
         }
@@ -291,10 +310,11 @@ impl Pipeline {
         run: &mut Run<'_>,
         slot: &mut Slot,
         store: &Arc<dyn floe_storage::ObjectStore>,
-        change: &ObjectChange,
+        idx: usize,
         from: Option<u64>,
         route: &crate::config::RouteConfig,
     ) -> Result<std::result::Result<u64, Failed>> {
+        let change = &run.changes[idx];
         if route.evolve
             && let Err(e) = self.evolve(slot, store, change, route).await
         {
@@ -321,6 +341,7 @@ impl Pipeline {
                 p(ProgressEvent::Reading { change, read });
             }
         };
+        slot.writer.set_source(Some(idx as u64));
         let result = read_records(
             store,
             ChangeBytes { change, from },
@@ -331,6 +352,7 @@ impl Pipeline {
             &on_bytes,
         )
         .await;
+        slot.writer.set_source(None);
         let url = store.url(&change.key);
         for bad in letters {
             let l = letter(
@@ -361,6 +383,7 @@ impl Pipeline {
             let Some(slot) = slots.get_mut(&table) else {
                 continue;
             };
+            let order: Vec<usize> = items.iter().map(|(idx, _)| *idx).collect();
             let rows: Vec<MetaRow<'_>> = items
                 .into_iter()
                 .map(|(idx, content)| {
@@ -378,7 +401,16 @@ impl Pipeline {
                 })
                 .collect();
             let batch_rows = metadata_rows(slot.writer.arrow_schema(), &rows)?;
-            slot.writer.write(batch_rows).await?;
+            if slot.replacing.is_empty() {
+                slot.writer.write(batch_rows).await?;
+                continue;
+            }
+            // One row per object, each tracked, so a later version can replace it.
+            for (i, idx) in order.iter().enumerate() {
+                slot.writer.set_source(Some(*idx as u64));
+                slot.writer.write(batch_rows.slice(i, 1)).await?;
+            }
+            slot.writer.set_source(None);
         }
         Ok(())
     }
@@ -388,18 +420,21 @@ impl Pipeline {
         &self,
         run: &mut Run<'_>,
         slots: HashMap<String, Slot>,
+        claimed: &[Claimed],
     ) -> Result<BTreeMap<TargetId, TargetFiles>> {
         let mut targets = BTreeMap::new();
-        for (_, slot) in slots {
+        for (_, mut slot) in slots {
             let arrow = slot.writer.arrow_schema().clone();
-            let files = slot.writer.close().await?;
+            let (files, rows_of) = slot.writer.close_with_sources().await?;
+            merge_rows(&mut slot.rows_of, rows_of);
             let mut staged = slot.closed;
             for f in files {
                 staged.push(StagedFile::new(&slot.table, f)?);
             }
             run.report.files += staged.len();
+            let route = self.router.config(slot.route);
             let staged_as = crate::targets::stage(
-                self.router.config(slot.route),
+                route,
                 &self.catalog_name,
                 &slot.table_name,
                 slot.maxcompute.as_deref(),
@@ -407,7 +442,34 @@ impl Pipeline {
                 &arrow,
             )?;
             for (target, detail) in staged_as {
-                add_files(&mut targets, target, &slot.table_name, &staged, detail);
+                let objects = if !target.is_maxcompute() {
+                    (slot.replacing.iter())
+                        .map(|&(idx, appended)| {
+                            let rows = slot.rows_of.remove(&(idx as u64)).unwrap_or_default();
+                            object_rows(&run.changes[idx], appended, rows)
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                add_files(
+                    &mut targets,
+                    target,
+                    &slot.table_name,
+                    &staged,
+                    detail,
+                    objects,
+                );
+            }
+        }
+        // Removals of objects whose route replaces their rows: no rows, only the deletes the
+        // committer works out.
+        for c in claimed {
+            let change = &run.changes[c.idx];
+            if replaces_without_rows(self.router.config(c.route), change) {
+                let target = TargetId::iceberg(&self.catalog_name, &c.table);
+                let object = object_rows(change, false, Vec::new());
+                add_files(&mut targets, target, &c.table, &[], None, vec![object]);
             }
         }
         Ok(targets)
@@ -448,7 +510,9 @@ impl Pipeline {
         let writer = TableWriter::new(&table, &self.writer_options(&prefix, route)).await?;
         let old_writer = std::mem::replace(&mut slot.writer, writer);
         let old_table = std::mem::replace(&mut slot.table, table);
-        for f in old_writer.close().await? {
+        let (files, rows_of) = old_writer.close_with_sources().await?;
+        merge_rows(&mut slot.rows_of, rows_of);
+        for f in files {
             slot.closed.push(StagedFile::new(&old_table, f)?);
         }
         Ok(())
@@ -617,13 +681,15 @@ fn slot_key(c: &Claimed) -> String {
     }
 }
 
-/// Add a slot's files to a target of the batch (slots of one table share its Iceberg target).
+/// Add a slot's files (and the objects whose rows are in them) to a target of the batch (slots
+/// of one table share its Iceberg target).
 fn add_files(
     targets: &mut BTreeMap<TargetId, TargetFiles>,
     target: TargetId,
     table: &str,
     files: &[StagedFile],
     maxcompute: Option<StagedMaxCompute>,
+    objects: Vec<ObjectRows>,
 ) {
     let t = targets.entry(target).or_insert_with(|| TargetFiles {
         table: table.to_owned(),
@@ -631,10 +697,40 @@ fn add_files(
         rows: 0,
         bytes: 0,
         maxcompute,
+        objects: Vec::new(),
     });
     t.rows += files.iter().map(|f| f.rows).sum::<u64>();
     t.bytes += files.iter().map(|f| f.bytes).sum::<u64>();
     t.files.extend_from_slice(files);
+    t.objects.extend(objects);
+}
+
+/// A removal the route's table answers by deleting the object's rows, with nothing to read
+/// (records mode) or no changelog row to write (metadata and content modes).
+fn replaces_without_rows(route: &crate::config::RouteConfig, change: &ObjectChange) -> bool {
+    route.on_change == OnChange::Replace && change.operation == Operation::Removed
+}
+
+/// The record of an object version and its rows.
+fn object_rows(change: &ObjectChange, appended: bool, rows: Vec<SourceRows>) -> ObjectRows {
+    ObjectRows {
+        bucket: change.bucket.clone(),
+        key: change.key.clone(),
+        operation: change.operation,
+        etag: change.etag.clone(),
+        version_id: change.version_id.clone(),
+        sequencer: change.sequencer.clone(),
+        event_time_ms: change.event_time.map(|t| t.timestamp_millis()),
+        appended,
+        rows,
+    }
+}
+
+/// Add the runs of a closed writer to those of the slot's earlier writers.
+fn merge_rows(into: &mut BTreeMap<u64, Vec<SourceRows>>, more: BTreeMap<u64, Vec<SourceRows>>) {
+    for (source, runs) in more {
+        into.entry(source).or_default().extend(runs);
+    }
 }
 
 #[cfg(test)]

@@ -94,7 +94,10 @@ pub fn stage(
     targets: BTreeMap<crate::targets::id::TargetId, TargetFiles>,
     now_ms: i64,
 ) -> Staging {
-    if targets.values().all(|t| t.files.is_empty()) {
+    if targets
+        .values()
+        .all(|t| t.files.is_empty() && t.objects.is_empty())
+    {
         return Staging::Finished(DoneRecord {
             committed: targets.keys().map(|t| (t.clone(), String::new())).collect(),
             at_ms: now_ms,
@@ -172,6 +175,7 @@ pub(crate) mod tests {
             rows: 0,
             bytes: 0,
             maxcompute: None,
+            objects: Vec::new(),
         };
         let targets = BTreeMap::from([(target(), empty.clone())]);
         let Staging::Finished(done) = stage(rec.clone(), 1, targets, 2_000) else {

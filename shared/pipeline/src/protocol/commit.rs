@@ -215,6 +215,7 @@ mod tests {
                     bytes: fs.len() as u64 * 10,
                     files: fs,
                     maxcompute: None,
+                    objects: Vec::new(),
                 },
             );
         }

@@ -104,6 +104,7 @@ pub mod claim;
 pub mod commit;
 pub mod lease;
 pub mod records;
+pub mod replace;
 
 pub use ack::{Ack, Outcome};
 pub use claim::Decision;

@@ -7,6 +7,7 @@
 //! | `done/<batch>` | [`DoneRecord`]: a batch whose every target committed it | dedupe TTL |
 //! | `commit/<target>/<commit>` | [`CommitRecord`]: a commit in flight | until its batches are marked |
 //! | `lease/<target>` | [`Lease`]: the one committer of a target | its TTL |
+//! | `rows/<target>/<bucket hash>/<key hash>` | [`ObjectRows`]: the version of an object a table holds and where its rows are (routes with `on-change = replace`) | none (a removal: dedupe TTL) |
 //! | `setup/<target>` | [`SetupRecord`]: a MaxCompute table's save modes ran | none |
 //! | `cursor/<source>` | the startup decision (`floe_queue::startup`) | none |
 //! | `cursor/<source>/backfill/<prefix>` | [`crate::sources::backfill::PrefixState`]: the listing's next page | none |
@@ -40,6 +41,15 @@ pub fn obj_prefix(bucket: &str) -> String {
 /// `obj/<bucket hash>/<key hash>`.
 pub fn obj_key(bucket: &str, key: &str) -> String {
     format!("{}{}", obj_prefix(bucket), short_hash(&[bucket, key], 32))
+}
+
+/// `rows/<target>/<bucket hash>/<key hash>`.
+pub fn rows_key(target: &TargetId, bucket: &str, key: &str) -> String {
+    format!(
+        "rows/{target}/{}/{}",
+        short_hash(&[bucket], 12),
+        short_hash(&[bucket, key], 32)
+    )
 }
 
 /// `batch/<id>`.
@@ -142,6 +152,34 @@ pub struct TargetFiles {
     /// For a MaxCompute target: the table and what its committer needs to know of the route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maxcompute: Option<StagedMaxCompute>,
+    /// For a table whose route replaces changed objects' rows: each object version the batch
+    /// landed or removed, and where its rows are, in the order read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<ObjectRows>,
+}
+
+/// An object version and where its rows are in a table: what a batch staged (in
+/// [`TargetFiles::objects`]), and what the table holds (under [`rows_key`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectRows {
+    pub bucket: String,
+    pub key: String,
+    /// Created or removed (a removal has no rows).
+    pub operation: Operation,
+    pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequencer: Option<String>,
+    /// Event time, ms since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_time_ms: Option<i64>,
+    /// Only the bytes appended since the earlier version were read: these rows add to that
+    /// version's rows instead of replacing them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub appended: bool,
+    /// Runs of rows in data files.
+    pub rows: Vec<floe_iceberg::SourceRows>,
 }
 
 /// A live ingest batch.

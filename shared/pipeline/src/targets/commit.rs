@@ -446,6 +446,8 @@ impl Committer<'_> {
                 })?;
             self.faults.hit("commit.after-done").await;
         }
+        handler.settle(self, &rec, &batches).await?;
+        self.faults.hit("commit.after-settle").await;
         handler.cleanup(self, &target, &batches).await;
 
         // Mark the batches; a batch every target has committed becomes a done record.

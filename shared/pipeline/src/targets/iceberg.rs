@@ -1,19 +1,23 @@
 //! An Iceberg table target: the staged files of a commit appended in one snapshot whose summary
 //! carries the commit id, so "is this commit in?" is a search of the table's history.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+use floe_checkpoint::{Version, Write, encode};
 use floe_core::{Error, ErrorKind, Result};
+use floe_iceberg::delta::{PositionDeletes, write_position_deletes};
 use floe_iceberg::{
     AppendOutcome, AppendRequest, CHECKPOINT_PROP, append_exactly_once, find_commit, load_table,
     parse_ident,
 };
+use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use tokio::sync::Mutex;
 
-use super::{Committer, Landed, PendingCommit, Target};
-use crate::protocol::records::{BatchRecord, CommitRecord};
+use super::{Committer, Landed, PendingCommit, Target, TargetId};
+use crate::protocol::records::{BatchRecord, CommitRecord, ObjectRows, rows_key};
+use crate::protocol::replace::{self, ObjKey};
 
 /// The Iceberg table `table` (`namespace.table`) of the pipeline's catalog.
 pub struct IcebergTarget {
@@ -31,21 +35,26 @@ impl IcebergTarget {
         }
     }
 
-    /// The append of `batches`' files for this target under `commit_id`.
+    /// The append of a group of batches' files for this target under the group's commit id,
+    /// with the delete files of the objects they replace.
     fn request(
         &self,
-        cx: &Committer<'_>,
+        deadline: Instant,
         table: &Table,
         rec: &CommitRecord,
-        commit_id: String,
-        batches: &[&BatchRecord],
+        (commit_id, batches): (String, &[&BatchRecord]),
         rows: u64,
+        replaced: &HashMap<String, Vec<DataFile>>,
     ) -> Result<AppendRequest> {
         let mut files = Vec::new();
         let mut file_batches = Vec::new();
         for b in batches {
             for f in &b.targets[&rec.target].files {
                 files.push(f.to_data_file(table)?);
+                file_batches.push(b.id.clone());
+            }
+            for f in replaced.get(&b.id).into_iter().flatten() {
+                files.push(f.clone());
                 file_batches.push(b.id.clone());
             }
         }
@@ -56,9 +65,77 @@ impl IcebergTarget {
             files,
             commit_id,
             summary: HashMap::from([(CHECKPOINT_PROP.to_owned(), checkpoint.to_string())]),
-            deadline: Instant::now() + Duration::from_millis(cx.config.commit.timeout_ms),
+            deadline,
             file_batches,
         })
+    }
+
+    /// What the table holds of the objects `incoming` names, and each record's version.
+    async fn held(
+        cx: &Committer<'_>,
+        target: &TargetId,
+        incoming: &[(usize, &ObjectRows)],
+    ) -> Result<(HashMap<ObjKey, ObjectRows>, HashMap<ObjKey, Version>)> {
+        let keys: BTreeSet<ObjKey> = (incoming.iter())
+            .map(|(_, o)| (o.bucket.clone(), o.key.clone()))
+            .collect();
+        let keys: Vec<ObjKey> = keys.into_iter().collect();
+        let names: Vec<String> = (keys.iter()).map(|(b, k)| rows_key(target, b, k)).collect();
+        let (mut held, mut versions) = (HashMap::new(), HashMap::new());
+        for (k, entry) in keys.into_iter().zip(cx.checkpoint.get_many(&names).await?) {
+            if let Some(e) = entry {
+                let rows: ObjectRows = serde_json::from_slice(&e.value).map_err(|err| {
+                    Error::unexpected(format!("unreadable record of {}: {err}", k.1))
+                })?;
+                held.insert(k.clone(), rows);
+                versions.insert(k, e.version);
+            }
+        }
+        Ok((held, versions))
+    }
+
+    /// The position delete files of a commit whose objects replace earlier rows, per batch:
+    /// the rows of earlier versions (and of versions that never land) deleted by position.
+    async fn replaced_rows(
+        cx: &Committer<'_>,
+        table: &Table,
+        target: &TargetId,
+        batches: &[&BatchRecord],
+    ) -> Result<HashMap<String, Vec<DataFile>>> {
+        let incoming = incoming(batches, target);
+        if incoming.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let (held, _) = Self::held(cx, target, &incoming).await?;
+        let resolution = replace::resolve(&held, &incoming);
+        // The data files they delete from: this commit's own, else the table's.
+        let mut known: HashMap<String, DataFile> = HashMap::new();
+        for b in batches {
+            for f in b.targets[target].files.iter().filter(|f| !f.deletes) {
+                known.insert(f.path.clone(), f.to_data_file(table)?);
+            }
+        }
+        let elsewhere: BTreeSet<String> = (resolution.deletes.keys())
+            .map(|(_, f)| f.clone())
+            .filter(|f| !known.contains_key(f))
+            .collect();
+        known.extend(floe_iceberg::delta::live_data_files(table, &elsewhere).await?);
+        let mut out: HashMap<String, Vec<DataFile>> = HashMap::new();
+        for ((batch, path), positions) in resolution.deletes {
+            let Some(file) = known.get(&path) else {
+                // Not in the table any more (rewritten by a maintenance floe did not make):
+                // its rows cannot be found by position.
+                tracing::warn!(table = %table.identifier(), file = %path, rows = positions.len(), "rows of a replaced object are in a data file the table no longer holds; not deleted");
+                continue;
+            };
+            let positions = positions.into_iter().map(|p| p as i64).collect();
+            let deletes = PositionDeletes::of(file, positions);
+            let written = write_position_deletes(table, &deletes).await?;
+            out.entry(batches[batch].id.clone())
+                .or_default()
+                .push(written);
+        }
+        Ok(out)
     }
 
     async fn load(&self, cx: &Committer<'_>) -> Result<Table> {
@@ -91,13 +168,22 @@ impl Target for IcebergTarget {
     }
 
     async fn commit(&self, cx: &Committer<'_>, pending: PendingCommit<'_>) -> Result<Landed> {
-        if pending.files == 0 {
-            cx.faults.hit("commit.after-append").await;
-            return Ok(Landed::default());
-        }
-        let table = self.load(cx).await?;
         let rec = &*pending.record;
         let batches: Vec<&BatchRecord> = pending.batches.iter().map(|(b, _)| b).collect();
+        let table = if pending.files == 0 && incoming(&batches, &rec.target).is_empty() {
+            None
+        } else {
+            Some(self.load(cx).await?)
+        };
+        let replaced = match &table {
+            Some(t) => Self::replaced_rows(cx, t, &rec.target, &batches).await?,
+            None => HashMap::new(),
+        };
+        cx.faults.hit("commit.after-replaced-rows").await;
+        let Some(table) = table.filter(|_| pending.files > 0 || !replaced.is_empty()) else {
+            cx.faults.hit("commit.after-append").await;
+            return Ok(Landed::default());
+        };
         let with_deletes =
             (batches.iter()).any(|b| b.targets[&rec.target].files.iter().any(|f| f.deletes));
         // Row changes: one snapshot per batch, in order, as Flink commits each checkpoint's
@@ -121,8 +207,9 @@ impl Target for IcebergTarget {
         };
         let mut snapshot_id = None;
         let last = groups.len();
-        for (n, (commit_id, group)) in groups.into_iter().enumerate() {
-            let req = self.request(cx, &table, rec, commit_id, group, pending.rows)?;
+        for (n, group) in groups.into_iter().enumerate() {
+            let deadline = Instant::now() + Duration::from_millis(cx.config.commit.timeout_ms);
+            let req = self.request(deadline, &table, rec, group, pending.rows, &replaced)?;
             snapshot_id = match append_exactly_once(cx.catalog.as_ref(), &req).await? {
                 AppendOutcome::Committed { snapshot_id } => Some(snapshot_id),
                 AppendOutcome::AlreadyCommitted { snapshot_id } => snapshot_id,
@@ -137,4 +224,77 @@ impl Target for IcebergTarget {
             bad_rows: 0,
         })
     }
+
+    async fn settle(
+        &self,
+        cx: &Committer<'_>,
+        record: &CommitRecord,
+        batches: &[(BatchRecord, Version)],
+    ) -> Result<()> {
+        let batches: Vec<&BatchRecord> = batches.iter().map(|(b, _)| b).collect();
+        let incoming = incoming(&batches, &record.target);
+        if incoming.is_empty() {
+            return Ok(());
+        }
+        let ttl = Some(Duration::from_secs(
+            cx.config.ingest.dedupe_ttl_hours * 3600,
+        ));
+        // Only a committer of this target writes these records; one whose lease ran out may
+        // still be settling the same commit, with the same outcome: a lost write is read again.
+        for _ in 0..5 {
+            let (held, versions) = Self::held(cx, &record.target, &incoming).await?;
+            let changed = replace::settle(&held, &incoming);
+            if changed.is_empty() {
+                return Ok(());
+            }
+            let names: Vec<(String, Vec<u8>, Option<Duration>)> = (changed.iter())
+                .map(|((b, k), rows)| {
+                    let removed = rows.operation == floe_core::Operation::Removed;
+                    Ok((
+                        rows_key(&record.target, b, k),
+                        encode(rows)?,
+                        if removed { ttl } else { None },
+                    ))
+                })
+                .collect::<Result<_>>()?;
+            let writes: Vec<Write<'_>> = (changed.keys().zip(&names))
+                .map(|(k, (name, value, ttl))| match versions.get(k) {
+                    Some(expected) => Write::Update {
+                        key: name,
+                        value: value.clone(),
+                        expected,
+                        ttl: *ttl,
+                    },
+                    None => Write::Insert {
+                        key: name,
+                        value: value.clone(),
+                        ttl: *ttl,
+                    },
+                })
+                .collect();
+            let written = cx.checkpoint.write_many(&writes).await?;
+            if written.iter().all(Option::is_some) {
+                return Ok(());
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Conflict,
+            format!(
+                "commit {}: the records of its replaced objects kept changing under it",
+                record.id
+            ),
+        ))
+    }
+}
+
+/// The objects the batches landed or removed for `target`, each with its batch's index, in
+/// commit order.
+fn incoming<'b>(batches: &[&'b BatchRecord], target: &TargetId) -> Vec<(usize, &'b ObjectRows)> {
+    (batches.iter().enumerate())
+        .flat_map(|(i, b)| {
+            (b.targets.get(target).into_iter())
+                .flat_map(|t| t.objects.iter())
+                .map(move |o| (i, o))
+        })
+        .collect()
 }

@@ -90,6 +90,17 @@ pub trait Target: Send + Sync {
     /// it (the next committer calls `is_in`, then this, with the same record).
     async fn commit(&self, cx: &Committer<'_>, pending: PendingCommit<'_>) -> Result<Landed>;
 
+    /// After the commit is in (also when a recovery finds it in): record what the target holds
+    /// because of it. Must be safe to repeat.
+    async fn settle(
+        &self,
+        _cx: &Committer<'_>,
+        _record: &CommitRecord,
+        _batches: &[(BatchRecord, Version)],
+    ) -> Result<()> {
+        Ok(())
+    }
+
     /// After the commit is done: remove what only this target needed (best effort).
     async fn cleanup(
         &self,

@@ -1,0 +1,246 @@
+//! Objects that change replace their rows (`on-change = replace`): which rows a commit deletes,
+//! and what the table holds of each object after it.
+//!
+//! A batch records, per object version it read, the runs of rows it wrote
+//! ([`ObjectRows`] in its [`TargetFiles`](super::records::TargetFiles)); the checkpoint table
+//! records, per object, the version the table holds and where its rows are (under
+//! [`rows_key`](super::records::rows_key)). A commit walks its batches' objects in order
+//! against what the table holds:
+//! - a version newer than the one held replaces it: the held version's rows are deleted (by
+//!   position, in the snapshot that adds the new rows), and the new version is held;
+//! - a removal newer than the held version deletes its rows and is held as a removal, so a
+//!   late delivery of an older version cannot bring the rows back;
+//! - the held version again, or an older one (delivered late, or staged by a batch that
+//!   finished after a newer one committed), deletes its own new rows: it never lands;
+//! - an append (only the bytes added since the held version were read) adds its rows to the
+//!   held version's.
+//!
+//! Newer is decided as claims decide it: sequencers when both sides have one, else event
+//! times; a version that cannot be ordered against the held one replaces it. The result only
+//! depends on what the table held before the commit and the commit's batches, so a committer
+//! recovering a commit derives the same deletes, and recording what the table holds afterwards
+//! ([`settle`]) can be repeated: a version already held is held again.
+
+use std::collections::{BTreeMap, HashMap};
+
+use floe_core::{Operation, compare_sequencers_opt};
+
+use super::claim::normalize_etag;
+use super::records::ObjectRows;
+
+/// An object: (bucket, key).
+pub type ObjKey = (String, String);
+
+/// Rows a commit deletes: for each batch (by its index in the commit) and data file, the
+/// positions.
+pub type Deletes = BTreeMap<(usize, String), Vec<u64>>;
+
+/// What a commit does to the rows of changed objects.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Resolution {
+    /// Rows to delete, attributed to the batch whose object deletes them (so a batch left out
+    /// of the commit takes its deletes with it).
+    pub deletes: Deletes,
+    /// What the table holds afterwards, for each object the commit changed.
+    pub held: BTreeMap<ObjKey, ObjectRows>,
+}
+
+/// Whether `a` happened before `b`.
+fn older(a: &ObjectRows, b: &ObjectRows) -> bool {
+    if let Some(ord) = compare_sequencers_opt(a.sequencer.as_deref(), b.sequencer.as_deref()) {
+        return ord.is_lt();
+    }
+    matches!((a.event_time_ms, b.event_time_ms), (Some(x), Some(y)) if x < y)
+}
+
+/// Whether `a` and `b` are the same version of the object.
+fn same_version(a: &ObjectRows, b: &ObjectRows) -> bool {
+    let etags = match (&a.etag, &b.etag) {
+        (Some(x), Some(y)) => normalize_etag(x) == normalize_etag(y),
+        (x, y) => x == y,
+    };
+    let versions = match (&a.version_id, &b.version_id) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    };
+    a.operation == b.operation && etags && versions
+}
+
+fn doom(deletes: &mut Deletes, batch: usize, rows: &[floe_iceberg::SourceRows]) {
+    for r in rows {
+        let positions = deletes.entry((batch, r.file.clone())).or_default();
+        positions.extend(r.start..r.start + r.rows);
+    }
+}
+
+/// Walk `incoming` (each object with the index of its batch in the commit, in commit order)
+/// against `held` (what the table holds of those objects before the commit); see the module
+/// doc.
+pub fn resolve(
+    held: &HashMap<ObjKey, ObjectRows>,
+    incoming: &[(usize, &ObjectRows)],
+) -> Resolution {
+    let mut out = Resolution::default();
+    for &(batch, inc) in incoming {
+        let key = (inc.bucket.clone(), inc.key.clone());
+        let current = out.held.get(&key).or_else(|| held.get(&key));
+        let next = match current {
+            None if inc.operation == Operation::Removed => None,
+            None => Some(inc.clone()),
+            Some(cur) if same_version(cur, inc) || older(inc, cur) => {
+                doom(&mut out.deletes, batch, &inc.rows);
+                None
+            }
+            Some(cur) if inc.appended && cur.operation == Operation::Created => {
+                let mut next = inc.clone();
+                next.rows = cur.rows.iter().chain(&inc.rows).cloned().collect();
+                Some(next)
+            }
+            Some(cur) => {
+                doom(&mut out.deletes, batch, &cur.rows);
+                Some(inc.clone())
+            }
+        };
+        if let Some(next) = next {
+            out.held.insert(key, next);
+        }
+    }
+    for positions in out.deletes.values_mut() {
+        positions.sort_unstable();
+        positions.dedup();
+    }
+    out
+}
+
+/// What to record once the commit is in: for each object, the version to hold, given what the
+/// checkpoint table holds now (`held`, possibly already updated by an earlier try of the same
+/// settling). Only the objects whose record changes are returned.
+pub fn settle(
+    held: &HashMap<ObjKey, ObjectRows>,
+    incoming: &[(usize, &ObjectRows)],
+) -> BTreeMap<ObjKey, ObjectRows> {
+    let mut out = resolve(held, incoming).held;
+    out.retain(|k, v| held.get(k) != Some(v));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use floe_iceberg::SourceRows;
+
+    fn version(key: &str, etag: &str, seq: &str, rows: &[(&str, u64, u64)]) -> ObjectRows {
+        ObjectRows {
+            bucket: "b".into(),
+            key: key.into(),
+            operation: Operation::Created,
+            etag: Some(etag.into()),
+            version_id: None,
+            sequencer: Some(seq.into()),
+            event_time_ms: None,
+            appended: false,
+            rows: rows
+                .iter()
+                .map(|(f, start, rows)| SourceRows {
+                    file: (*f).into(),
+                    start: *start,
+                    rows: *rows,
+                })
+                .collect(),
+        }
+    }
+
+    fn removal(key: &str, seq: &str) -> ObjectRows {
+        ObjectRows {
+            operation: Operation::Removed,
+            etag: None,
+            rows: Vec::new(),
+            ..version(key, "", seq, &[])
+        }
+    }
+
+    fn key(k: &str) -> ObjKey {
+        ("b".into(), k.into())
+    }
+
+    #[test]
+    fn a_new_version_deletes_the_held_rows_and_is_held() {
+        let held = HashMap::from([(key("a"), version("a", "e1", "01", &[("f1", 3, 2)]))]);
+        let v2 = version("a", "e2", "02", &[("f2", 0, 4)]);
+        let r = resolve(&held, &[(0, &v2)]);
+        assert_eq!(r.deletes, BTreeMap::from([((0, "f1".into()), vec![3, 4])]));
+        assert_eq!(r.held[&key("a")], v2);
+    }
+
+    #[test]
+    fn versions_in_one_commit_replace_each_other_in_order() {
+        // Three versions of one object in one commit (two batches): only the last one's rows
+        // stay; the first two are deleted from the files this very commit adds.
+        let v1 = version("a", "e1", "01", &[("f1", 0, 2)]);
+        let v2 = version("a", "e2", "02", &[("f1", 5, 2)]);
+        let v3 = version("a", "e3", "03", &[("f2", 0, 1)]);
+        let r = resolve(&HashMap::new(), &[(0, &v1), (0, &v2), (1, &v3)]);
+        assert_eq!(
+            r.deletes,
+            BTreeMap::from([
+                ((0, "f1".into()), vec![0, 1]),
+                ((1, "f1".into()), vec![5, 6])
+            ])
+        );
+        assert_eq!(r.held[&key("a")], v3);
+    }
+
+    #[test]
+    fn an_older_or_repeated_version_never_lands() {
+        let v2 = version("a", "e2", "02", &[("f1", 0, 2)]);
+        let held = HashMap::from([(key("a"), v2.clone())]);
+        let late = version("a", "e1", "01", &[("f9", 7, 1)]);
+        let again = version("a", "E2", "02", &[("f9", 8, 2)]);
+        let r = resolve(&held, &[(0, &late), (1, &again)]);
+        assert_eq!(
+            r.deletes,
+            BTreeMap::from([((0, "f9".into()), vec![7]), ((1, "f9".into()), vec![8, 9])])
+        );
+        assert!(r.held.is_empty());
+    }
+
+    #[test]
+    fn a_removal_deletes_the_rows_and_keeps_a_late_version_out() {
+        let held = HashMap::from([(key("a"), version("a", "e1", "01", &[("f1", 0, 3)]))]);
+        let gone = removal("a", "02");
+        let late = version("a", "e1b", "01", &[("f2", 0, 1)]);
+        let r = resolve(&held, &[(0, &gone), (1, &late)]);
+        assert_eq!(
+            r.deletes,
+            BTreeMap::from([
+                ((0, "f1".into()), vec![0, 1, 2]),
+                ((1, "f2".into()), vec![0])
+            ])
+        );
+        assert_eq!(r.held[&key("a")], gone);
+        // A removal of an object the table never held changes nothing (a late version of it is
+        // stale by its claim).
+        let r = resolve(&HashMap::new(), &[(0, &removal("z", "05"))]);
+        assert!(r.deletes.is_empty() && r.held.is_empty());
+    }
+
+    #[test]
+    fn an_append_adds_to_the_held_rows() {
+        let held = HashMap::from([(key("a"), version("a", "e1", "01", &[("f1", 0, 3)]))]);
+        let mut more = version("a", "e2", "02", &[("f2", 0, 2)]);
+        more.appended = true;
+        let r = resolve(&held, &[(0, &more)]);
+        assert!(r.deletes.is_empty());
+        assert_eq!(r.held[&key("a")].rows.len(), 2);
+    }
+
+    #[test]
+    fn settling_again_changes_nothing() {
+        let held = HashMap::from([(key("a"), version("a", "e1", "01", &[("f1", 0, 3)]))]);
+        let v2 = version("a", "e2", "02", &[("f2", 0, 4)]);
+        let first = settle(&held, &[(0, &v2)]);
+        assert_eq!(first[&key("a")], v2);
+        let after: HashMap<ObjKey, ObjectRows> = first.into_iter().collect();
+        assert!(settle(&after, &[(0, &v2)]).is_empty());
+    }
+}
