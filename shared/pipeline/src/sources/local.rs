@@ -84,10 +84,12 @@ impl Pipeline {
             }
         }
         // Seen before, gone now: removed (unless already recorded as removed, or outside the
-        // scanned prefixes).
+        // scanned prefixes). A removal whose claim never staged (a crash) is offered again.
         let mut gone: Vec<ObjRecord> = known
             .into_values()
-            .filter(|r| r.operation == Operation::Created)
+            .filter(|r| {
+                r.operation == Operation::Created || matches!(r.state, ObjState::Claimed { .. })
+            })
             .filter(|r| {
                 prefixes.is_empty() || prefixes.iter().any(|p| r.key.starts_with(p.as_str()))
             })
