@@ -25,6 +25,7 @@
 //! schema = "events.schema.json"
 //! partition-by = ["day(ts)"]
 //! on-error = "dead-letter"    # fail | skip | dead-letter
+//! on-change = "replace"       # replace | append (records mode's default: replace)
 //! targets = ["iceberg"]       # and/or "maxcompute" (section [maxcompute], see `maxcompute`)
 //!
 //! [dead-letter]
@@ -328,7 +329,8 @@ pub struct RouteConfig {
     /// `on-change`: what a new version or a removal of an object does to the rows its earlier
     /// version landed in the route's Iceberg table. Default: `replace` in records mode (no
     /// `upsert`/`cdc-field`), `append` in metadata and content modes (a changelog row per
-    /// change).
+    /// change). Only the Iceberg table: a MaxCompute target of the route appends (changed rows
+    /// reach MaxCompute through `insert_strategy = "upsert"`).
     pub on_change: OnChange,
     /// `targets` and `maxcompute.*`: where the route's rows land (default Iceberg only).
     pub targets: RouteTargets,
@@ -849,6 +851,34 @@ mod tests {
     }
 
     const MINIMAL: &str = "[source]\nfolder = \"bucket\"\n[iceberg]\ncatalog.uri = \"c.db\"\ncatalog.warehouse = \"wh\"\n[[routes]]\ntable = \"demo.t\"\n";
+
+    #[test]
+    fn on_change_replaces_in_records_mode_appends_elsewhere_and_refuses_what_cannot_be() {
+        let route = |extra: &str| {
+            load(&MINIMAL.replace(
+                "table = \"demo.t\"\n",
+                &format!("table = \"demo.t\"\n{extra}"),
+            ))
+        };
+        let on = |extra: &str| route(extra).unwrap().routes[0].on_change;
+        assert_eq!(on(""), OnChange::Replace);
+        assert_eq!(on("on-change = \"append\"\n"), OnChange::Append);
+        assert_eq!(on("mode = \"metadata\"\n"), OnChange::Append);
+        assert_eq!(
+            on("mode = \"metadata\"\non-change = \"replace\"\n"),
+            OnChange::Replace
+        );
+        // Rows that change by key are replaced by their key.
+        assert_eq!(
+            on("cdc-field = \"op\"\nid-columns = [\"id\"]\n"),
+            OnChange::Append
+        );
+        let e = route("cdc-field = \"op\"\nid-columns = [\"id\"]\non-change = \"replace\"\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("routes[0].on-change"), "{e}");
+        let e = route("on-change = \"mirror\"\n").unwrap_err();
+        assert!(e.to_string().contains("expected replace or append"), "{e}");
+    }
 
     #[test]
     fn upserts_take_the_kafka_connect_names_and_need_id_columns() {

@@ -80,6 +80,7 @@
 //! | ✗6 `ingest.after-mark` | messages not acknowledged | redelivery: duplicates, skipped |
 //! | ✗7 `commit.after-lease` | a lease held by a dead process | taken over when its TTL ends, at once by a process on the same host |
 //! | ✗8 `commit.after-record` | commit/T/C pending, table untouched | the next committer finds C pending, does not find C in the history, appends the same batches under C |
+//! | ✗8a `commit.after-replaced-rows` | replacing routes: position delete files written for the rows the commit replaces, table untouched | as ✗8: the deletes are worked out again from the same `rows/` records (unchanged until the commit is in) and written anew; the first ones stay unreferenced |
 //! | ✗9a `commit.after-batch-snapshot` | row changes: the snapshots of the commit's first batches exist (one per batch, under `C.<n>`), commit/T/C pending | the next committer finds C not in the table, makes the batches' snapshots again: those already made are found by their ids and batches and left, the rest are made |
 //! | ✗9 `commit.after-append` | the snapshot exists, commit/T/C pending | the next committer finds C in the table history and does not append again |
 //! | ✗M1 `commit.mc.after-save-modes` | save modes applied, `DROP_DATA`'s / `custom_sql`'s SQL instance recorded, setup/T not done | the next committer waits for the recorded instance instead of submitting the statement again, then marks setup/T done; no session has started, so nothing landed can be dropped |
@@ -87,6 +88,7 @@
 //! | ✗M3 `commit.mc.after-blocks` | every block on the server, `commit_requested` | the session is reloaded: open → committed (upsert: without sending its rows again); expired → redone with a new session; blocks keep their ids, dead letters their names |
 //! | ✗M4 `commit.mc.after-commit` | the session committed, commit/T/C pending | the reload finds it committed: nothing is sent again |
 //! | ✗10 `commit.after-done` | commit/T/C done, batches unmarked | the next committer marks the batches (they are not chosen again while C exists) |
+//! | ✗10a `commit.after-settle` | replacing routes: `rows/` records say what the table holds after C, commit/T/C done, batches unmarked | as ✗10; settling again changes no record (a crash within it leaves some records updated: settling again updates the rest) |
 //! | ✗11 `commit.after-batches` | some batches marked | as ✗10 for the rest |
 //!
 //! MaxCompute never sees a file twice: a block id is the position of its row group among the
@@ -95,7 +97,8 @@
 //! decides what recovery does.
 //!
 //! An object is identified by bucket, key and version (eTag, version id): the same version is
-//! landed once however often it is delivered; a newer version lands as new rows; an older one
+//! landed once however often it is delivered; a newer version lands as new rows (and, on a
+//! replacing route, deletes the rows of the version before: see [`replace`]); an older one
 //! arriving late (S3 sequencer, else event time) is skipped.
 
 pub mod ack;
