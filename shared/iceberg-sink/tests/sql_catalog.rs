@@ -704,3 +704,85 @@ async fn an_upsert_writer_keeps_the_latest_row_per_key() {
     let err = TableWriter::new(&table, &options).await.unwrap_err();
     assert!(err.to_string().contains("partitioned by `ts`"), "{err}");
 }
+
+/// The ids in data file `path` of `table`, in file order.
+async fn ids_in_file(table: &Table, path: &str) -> Vec<i64> {
+    let bytes = table
+        .file_io()
+        .new_input(path)
+        .unwrap()
+        .read()
+        .await
+        .unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut out = Vec::new();
+    for b in reader {
+        let b = b.unwrap();
+        let ids = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        out.extend(ids.values().iter().copied());
+    }
+    out
+}
+
+/// Where each source's rows went, on a partitioned table whose files roll after every write:
+/// runs name the right file and positions even when one source's rows span files and
+/// partitions, and rows written with no source are in no run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_says_where_each_sources_rows_went_across_partitions_and_rolled_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, catalog) = sql_catalog(dir.path()).await;
+    let daily = TableDefinition {
+        schema: schema(),
+        partition_by: vec![PartitionField::parse("day(ts)").unwrap()],
+        properties: HashMap::new(),
+    };
+    let ident = parse_ident("demo.sources").unwrap();
+    let table = ensure_table(catalog.as_ref(), &ident, &daily)
+        .await
+        .unwrap();
+    let options = WriterOptions {
+        file_prefix: "sources".into(),
+        // Every write after the first of a partition opens a new file.
+        target_file_size_bytes: 1,
+        ..Default::default()
+    };
+    let mut writer = TableWriter::new(&table, &options).await.unwrap();
+    let arrow = writer.arrow_schema().clone();
+    let (d1, d2) = (20_100, 20_101);
+    writer.set_source(Some(7));
+    writer.write(batch(&arrow, &[1, 2, 3], d1)).await.unwrap();
+    writer.write(batch(&arrow, &[4, 5], d2)).await.unwrap();
+    writer.write(batch(&arrow, &[6, 7], d1)).await.unwrap();
+    writer.set_source(None);
+    writer.write(batch(&arrow, &[8], d1)).await.unwrap();
+    writer.set_source(Some(9));
+    writer.write(batch(&arrow, &[9, 10], d1)).await.unwrap();
+    writer.write(batch(&arrow, &[11], d2)).await.unwrap();
+    writer.set_source(None);
+    let (files, sources) = writer.close_with_sources().await.unwrap();
+    assert!(files.len() >= 4, "the files rolled: {}", files.len());
+    assert_eq!(sources.keys().copied().collect::<Vec<_>>(), [7, 9]);
+    let mut seen = HashMap::new();
+    for (source, runs) in &sources {
+        let mut ids = Vec::new();
+        for run in runs {
+            let file = seen.entry(run.file.clone()).or_insert_with(Vec::new);
+            if file.is_empty() {
+                *file = ids_in_file(&table, &run.file).await;
+            }
+            let (start, end) = (run.start as usize, (run.start + run.rows) as usize);
+            assert!(end <= file.len(), "{run:?} past the end of its file");
+            ids.extend_from_slice(&file[start..end]);
+        }
+        ids.sort_unstable();
+        let want: &[i64] = if *source == 7 {
+            &[1, 2, 3, 4, 5, 6, 7]
+        } else {
+            &[9, 10, 11]
+        };
+        assert_eq!(ids, want, "source {source}: {runs:?}");
+    }
+}
