@@ -40,6 +40,9 @@ pub enum Command {
     Run(RunArgs),
     /// Commit staged files now (what `run` does at the end of a pass).
     Commit(ConfigArg),
+    /// Maintain the Iceberg tables of a configuration's catalog: compact small files (applying
+    /// position deletes) and expire old snapshots, each under the table's commit lease.
+    Maintain(MaintainArgs),
     /// List the source's `path` prefixes and land every object (SNAPSHOT / INITIAL), resuming
     /// where an earlier run stopped; then commit.
     Backfill(BackfillArgs),
@@ -125,6 +128,24 @@ pub struct BenchRawArgs {
     pub input: PathBuf,
     /// Parquet output.
     pub output: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct MaintainArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Only this table (`namespace.table`); default every table of the catalog.
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Leave the files as they are (only expire snapshots).
+    #[arg(long)]
+    pub no_compact: bool,
+    /// Expire snapshots older than this many hours (the Iceberg default's 5 days).
+    #[arg(long, default_value_t = 120.0)]
+    pub expire_older_than_hours: f64,
+    /// Snapshots of `main` always kept, however old.
+    #[arg(long, default_value_t = 1)]
+    pub keep_snapshots: usize,
 }
 
 #[derive(Debug, Args)]
@@ -274,6 +295,7 @@ pub async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => crate::run::run(args).await,
         Command::Commit(args) => crate::run::commit(args).await,
+        Command::Maintain(args) => crate::run::maintain(args).await,
         Command::Backfill(args) => crate::run::backfill(args).await,
         Command::Demo(args) => crate::demo::demo(args).await,
         Command::Tables(TablesCommand::List(args)) => crate::tables::list(args).await,

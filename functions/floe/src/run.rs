@@ -102,6 +102,49 @@ pub async fn backfill(args: BackfillArgs) -> Result<ExitCode> {
 }
 
 /// `floe commit`.
+/// `floe maintain`: one line per table, then a JSON report per table.
+pub async fn maintain(args: crate::cli::MaintainArgs) -> Result<ExitCode> {
+    let pipeline = open(&args.config.config).await?;
+    let tables: Vec<String> = match &args.table {
+        Some(t) => vec![t.clone()],
+        None => (crate::tables::all_tables(pipeline.catalog().as_ref()).await?)
+            .iter()
+            .map(|t| format!("{}.{}", t.namespace().join("."), t.name()))
+            .collect(),
+    };
+    if args.expire_older_than_hours.is_nan() || args.expire_older_than_hours < 0.0 {
+        return Err(floe_core::Error::config(
+            "--expire-older-than-hours",
+            "expected a number of hours, 0 or more",
+        ));
+    }
+    let opts = floe_pipeline::targets::maintain::MaintainOptions {
+        compact: !args.no_compact,
+        expire_older_than: Some(std::time::Duration::from_secs_f64(
+            args.expire_older_than_hours * 3600.0,
+        )),
+        keep_snapshots: args.keep_snapshots,
+    };
+    let done = pipeline.maintain(&tables, &opts).await?;
+    for t in &done {
+        println!(
+            "{}: {} files rewritten into {}, {} delete files applied, {} snapshots expired, {} records moved{}",
+            t.table,
+            t.files_rewritten,
+            t.files_written,
+            t.delete_files_dropped,
+            t.snapshots_expired,
+            t.records_moved,
+            if t.skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; left alone: {}", t.skipped.join("; "))
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn commit(args: ConfigArg) -> Result<ExitCode> {
     let pipeline = open(&args.config).await?;
     let report = floe_pipeline::RunReport {

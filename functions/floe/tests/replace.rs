@@ -1,8 +1,9 @@
 //! Objects that change replace their rows (`on-change = replace`, records mode's default),
 //! through `floe run` on a local folder: one object overwritten three times (with more rows,
 //! then fewer, then more again), another removed, a third left alone, on a partitioned table
-//! and in batches of two objects. After each run both pyiceberg and DuckDB read exactly the
-//! rows of the objects as they are now. A route set to `on-change = "append"` keeps every
+//! and in batches of two objects, then `floe maintain` (compaction, expiry) and one more
+//! version. After each step both pyiceberg and DuckDB read exactly the rows of the objects as
+//! they are now. A route set to `on-change = "append"` keeps every
 //! version's rows, and a metadata route asking for current state keeps one row per live object.
 
 use std::collections::BTreeMap;
@@ -164,6 +165,40 @@ fn an_object_overwritten_three_times_and_another_removed_read_back_as_they_are_n
     assert_eq!(
         read_back(root, "demo.items"),
         want(&[("a", 4, 30), ("c", 1, 10), ("d", 1, 9)])
+    );
+
+    // `floe maintain`: the small files and their position deletes become one file per
+    // partition, the old snapshots go; both readers still see the same rows, and a's next
+    // version still replaces its rows (their record moved to the new files).
+    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(["maintain", "--expire-older-than-hours", "0", "--config"])
+        .arg(root.join("floe.toml"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("demo.items:"), "{said}");
+    assert_eq!(
+        read_back(root, "demo.items"),
+        want(&[("a", 4, 30), ("c", 1, 10), ("d", 1, 9)])
+    );
+    let root_c = root.canonicalize().unwrap();
+    let read = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &root_c.join("catalog.db"),
+        &root_c.join("warehouse"),
+        "demo.items",
+    );
+    assert_eq!(read["snapshots"].as_array().unwrap().len(), 1, "{said}");
+    put(root, "items", "a", 5, 2);
+    floe_run(root);
+    assert_eq!(
+        read_back(root, "demo.items"),
+        want(&[("a", 5, 2), ("c", 1, 10), ("d", 1, 9)])
     );
 
     // on-change = append: both versions' rows.

@@ -229,7 +229,56 @@ pub async fn snapshot_updates(
         );
     }
 
-    let list_path = format!("{location}/metadata/snap-{snapshot_id}-0-{commit}.avro");
+    let operation = match (data, deletes) {
+        (_, false) => Operation::Append,
+        (true, true) => Operation::Overwrite,
+        (false, true) => Operation::Delete,
+    };
+    let mut summary = properties;
+    summary.extend(collector.build());
+    finish_snapshot(
+        table,
+        Made {
+            snapshot_id,
+            sequence_number,
+            manifests,
+            operation,
+            summary,
+        },
+    )
+    .await
+}
+
+/// A snapshot being made: its manifests written, its summary's own counts set.
+pub(crate) struct Made {
+    pub(crate) snapshot_id: i64,
+    pub(crate) sequence_number: i64,
+    pub(crate) manifests: Vec<ManifestFile>,
+    pub(crate) operation: Operation,
+    pub(crate) summary: HashMap<String, String>,
+}
+
+/// Write the manifest list of `made` and return the requirements and updates that add it as
+/// the new current snapshot of `main`, on top of the table's current one.
+pub(crate) async fn finish_snapshot(
+    table: &Table,
+    made: Made,
+) -> Result<(Vec<TableRequirement>, Vec<TableUpdate>)> {
+    let Made {
+        snapshot_id,
+        sequence_number,
+        manifests,
+        operation,
+        mut summary,
+    } = made;
+    let metadata = table.metadata();
+    let parent = metadata.current_snapshot();
+    let io = table.file_io();
+    let location = metadata.location().trim_end_matches('/');
+    let list_path = format!(
+        "{location}/metadata/snap-{snapshot_id}-0-{}.avro",
+        uuid::Uuid::now_v7()
+    );
     let output = io.new_output(&list_path).map_err(from_iceberg)?;
     let writer = output.writer().await.map_err(from_iceberg)?;
     let mut list = ManifestListWriter::v2(
@@ -243,14 +292,6 @@ pub async fn snapshot_updates(
     list.close().await.map_err(|e| {
         from_iceberg(e).while_doing(format!("failed to write manifest list {list_path}"))
     })?;
-
-    let operation = match (data, deletes) {
-        (_, false) => Operation::Append,
-        (true, true) => Operation::Overwrite,
-        (false, true) => Operation::Delete,
-    };
-    let mut summary = properties;
-    summary.extend(collector.build());
     with_totals(
         &mut summary,
         parent.map(|p| &p.summary().additional_properties),
@@ -289,24 +330,37 @@ pub async fn snapshot_updates(
     Ok((requirements, updates))
 }
 
-/// The summary's running totals: the parent's plus what this snapshot adds (floe's snapshots
-/// remove no files). Data records are counted as added, as Iceberg's own writers count them;
-/// the delete counts say how many of them are deleted.
+/// The summary's running totals: the parent's, plus what this snapshot adds, less what it
+/// removes. Data records are counted as added, as Iceberg's own writers count them; the delete
+/// counts say how many of them are deleted.
 fn with_totals(summary: &mut HashMap<String, String>, parent: Option<&HashMap<String, String>>) {
-    for (total, added) in [
-        ("total-records", "added-records"),
-        ("total-files-size", "added-files-size"),
-        ("total-data-files", "added-data-files"),
-        ("total-delete-files", "added-delete-files"),
-        ("total-position-deletes", "added-position-deletes"),
-        ("total-equality-deletes", "added-equality-deletes"),
+    for (total, added, removed) in [
+        ("total-records", "added-records", "deleted-records"),
+        ("total-files-size", "added-files-size", "removed-files-size"),
+        ("total-data-files", "added-data-files", "deleted-data-files"),
+        (
+            "total-delete-files",
+            "added-delete-files",
+            "removed-delete-files",
+        ),
+        (
+            "total-position-deletes",
+            "added-position-deletes",
+            "removed-position-deletes",
+        ),
+        (
+            "total-equality-deletes",
+            "added-equality-deletes",
+            "removed-equality-deletes",
+        ),
     ] {
         let num = |m: Option<&HashMap<String, String>>, k: &str| -> u64 {
             m.and_then(|m| m.get(k))
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0)
         };
-        let value = num(parent, total) + num(Some(summary), added);
+        let value = (num(parent, total) + num(Some(summary), added))
+            .saturating_sub(num(Some(summary), removed));
         summary.insert(total.to_owned(), value.to_string());
     }
 }
@@ -318,7 +372,7 @@ fn now_ms() -> i64 {
 }
 
 /// A snapshot id no snapshot of the table has: positive, random.
-fn unique_snapshot_id(table: &Table) -> i64 {
+pub(crate) fn unique_snapshot_id(table: &Table) -> i64 {
     loop {
         let (a, b) = uuid::Uuid::new_v4().as_u64_pair();
         let id = ((a ^ b) & (i64::MAX as u64)) as i64;

@@ -10,6 +10,7 @@
 //! - [`staged`]: data files as kept in the checkpoint table until they are committed.
 //! - [`wrap_catalog!`]: a catalog passing every call but its table commits to another.
 //! - [`commit`]: one snapshot per commit, carrying floe's commit id; history checked before retries.
+//! - [`maintain`]: compaction (applying deletes) and snapshot expiry.
 //! - [`delta`]: row deltas (data and delete files in one snapshot), written by floe itself.
 
 pub mod aws_chain;
@@ -17,6 +18,7 @@ pub mod catalog;
 pub mod changes;
 pub mod commit;
 pub mod delta;
+pub mod maintain;
 pub mod rest;
 pub mod s3tables;
 pub mod schema;

@@ -41,6 +41,9 @@ pub const POINTS: &[&str] = &[
     "commit.after-done",
     "commit.after-settle",
     "commit.after-batches",
+    "maintain.after-record",
+    "maintain.after-commit",
+    "maintain.after-move",
     "backfill.after-ingest",
     "backfill.after-page",
 ];

@@ -227,6 +227,30 @@ impl Pipeline {
         }
     }
 
+    /// Maintain Iceberg tables (`namespace.table`) one after the other; see
+    /// [`crate::targets::maintain`]. A table whose lease another committer holds is reported
+    /// as busy (skipped).
+    pub async fn maintain(
+        &self,
+        tables: &[String],
+        opts: &crate::targets::maintain::MaintainOptions,
+    ) -> Result<Vec<crate::targets::maintain::TableMaintenance>> {
+        let committer = self.committer();
+        let mut out = Vec::new();
+        for table in tables {
+            let target = TargetId::iceberg(&self.catalog_name, table);
+            let done = committer.maintain_table(target, table, opts).await?;
+            out.push(
+                done.unwrap_or_else(|| crate::targets::maintain::TableMaintenance {
+                    table: table.clone(),
+                    skipped: vec!["another committer holds the table's lease".into()],
+                    ..Default::default()
+                }),
+            );
+        }
+        Ok(out)
+    }
+
     /// Commit every target with staged batches that is due (`force`: all of them now).
     pub async fn commit(&self, force: bool) -> Result<CommitReport> {
         self.committer().commit(force).await

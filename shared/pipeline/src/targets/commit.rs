@@ -213,6 +213,12 @@ impl Committer<'_> {
         self.faults.hit("commit.after-lease").await;
         let result = self.commit_under_lease(target, force, report).await;
         // Release the lease whatever happened (it would expire anyway).
+        self.release_lease(target).await;
+        result
+    }
+
+    /// Give up the held lease of `target` (best effort: it would expire anyway).
+    pub(crate) async fn release_lease(&self, target: &TargetId) {
         let held = self.held().take();
         if let Some(held) = held {
             let _ = self
@@ -220,7 +226,6 @@ impl Committer<'_> {
                 .delete_if_version(&lease_key(target), &held.version)
                 .await;
         }
-        result
     }
 
     /// Take `target`'s lease and hold it (false: another live committer has it).
@@ -320,6 +325,11 @@ impl Committer<'_> {
         force: bool,
         report: &mut CommitReport,
     ) -> Result<()> {
+        // 0. A compaction an earlier holder of the lease left moves the rows this commit may
+        // replace: finish it first (see `super::maintain`).
+        if !target.is_maxcompute() {
+            self.finish_maintenance(target).await?;
+        }
         // 1. Finish what an earlier committer started: first the commits already in the target
         // (done, or landed before their committer stopped), so their batches are marked before
         // any other record naming the same batches is looked at. (A record written by a

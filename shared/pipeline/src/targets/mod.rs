@@ -5,6 +5,7 @@
 //!   the target's lease, through the [`Target`] seam below.
 //! - [`iceberg`]: an Iceberg table: the files appended in one snapshot.
 //! - [`maxcompute`]: a MaxCompute table: the files' rows uploaded in one tunnel session.
+//! - [`maintain`]: compaction and snapshot expiry of an Iceberg table, under its commit lease.
 //! - [`staging`]: where a MaxCompute-only route stages its files, without an Iceberg table.
 //!
 //! A target answers two questions for the committer: is this commit in ([`Target::is_in`]),
@@ -15,6 +16,7 @@
 pub mod commit;
 pub mod iceberg;
 pub mod id;
+pub mod maintain;
 pub mod maxcompute;
 pub mod staging;
 

@@ -1,0 +1,230 @@
+//! `floe maintain`: an Iceberg table compacted and its old snapshots expired, under the same
+//! lease as its commits, so maintenance and ingest commits never race.
+//!
+//! A compaction moves rows that floe's `rows/` records point at (routes with
+//! `on-change = replace`), so it is a small protocol of its own, with its record in the
+//! checkpoint table:
+//!
+//! | step | writes | a crash after it leaves | recovery |
+//! |---|---|---|---|
+//! | rewrite | the new data files | files nobody references | none needed (orphans) |
+//! | ✗ `maintain.after-record` | `maint/<target>`: the commit id and where each old file's rows went | a record, table untouched | the next holder of the lease (a committer or `floe maintain`) finds the id not in the table: drops the record |
+//! | ✗ `maintain.after-commit` | the `replace` snapshot, carrying the commit id | the table compacted, `rows/` records pointing at the old files | the next holder finds the id in the table: moves the `rows/` records, drops the record |
+//! | ✗ `maintain.after-move` | `rows/` records moved | the record | as above: moving again changes nothing |
+//!
+//! A committer finishes a maintenance record before it works out which rows a commit
+//! replaces, so no commit ever deletes by position in a file compaction removed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use floe_checkpoint::StoreExt;
+use floe_core::{Error, Result};
+use floe_iceberg::maintain::{CompactOptions, Moved, compact, expire_updates, rewrite_updates};
+use floe_iceberg::{CHECKPOINT_PROP, COMMIT_ID_PROP, find_commit, load_table, parse_ident};
+use serde::{Deserialize, Serialize};
+
+use super::{Committer, TargetId};
+use crate::protocol::records::ObjectRows;
+
+/// `maint/<target>`.
+pub fn maint_key(target: &TargetId) -> String {
+    format!("maint/{target}")
+}
+
+/// A compaction in flight.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MaintRecord {
+    /// The commit id its snapshot carries.
+    pub id: String,
+    /// The table, `namespace.table`.
+    pub table: String,
+    /// Where the rows of each replaced data file went.
+    pub moved: BTreeMap<String, Moved>,
+}
+
+/// What `floe maintain` asks for.
+#[derive(Clone, Debug)]
+pub struct MaintainOptions {
+    /// Compact the table's small files.
+    pub compact: bool,
+    /// Expire snapshots older than this.
+    pub expire_older_than: Option<Duration>,
+    /// Snapshots of `main` always kept.
+    pub keep_snapshots: usize,
+}
+
+/// What maintenance did to one table.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TableMaintenance {
+    pub table: String,
+    /// Data files rewritten, and the files written for them.
+    pub files_rewritten: usize,
+    pub files_written: usize,
+    /// Delete files applied and dropped.
+    pub delete_files_dropped: usize,
+    /// Snapshots expired.
+    pub snapshots_expired: usize,
+    /// What was left alone, and why.
+    pub skipped: Vec<String>,
+    /// `rows/` records moved to the new files.
+    pub records_moved: usize,
+}
+
+impl Committer<'_> {
+    /// Maintain `table` (the Iceberg target `target`) under its commit lease; `None` when
+    /// another committer holds it.
+    pub(crate) async fn maintain_table(
+        &self,
+        target: TargetId,
+        table: &str,
+        opts: &MaintainOptions,
+    ) -> Result<Option<TableMaintenance>> {
+        if !self.hold_lease(&target).await? {
+            return Ok(None);
+        }
+        let result = self.maintain_under_lease(&target, table, opts).await;
+        self.release_lease(&target).await;
+        result.map(Some)
+    }
+
+    async fn maintain_under_lease(
+        &self,
+        target: &TargetId,
+        table: &str,
+        opts: &MaintainOptions,
+    ) -> Result<TableMaintenance> {
+        let mut report = TableMaintenance {
+            table: table.to_owned(),
+            ..Default::default()
+        };
+        report.records_moved += self.finish_maintenance(target).await?;
+        let in_flight = (self.checkpoint)
+            .scan(&crate::protocol::records::commit_prefix(target))
+            .await?;
+        if !in_flight.is_empty() {
+            report
+                .skipped
+                .push("a commit is in flight: its committer finishes it first".into());
+            return Ok(report);
+        }
+        let ident = parse_ident(table)?;
+        if opts.compact {
+            let loaded = load_table(self.catalog.as_ref(), &ident)
+                .await?
+                .ok_or_else(|| Error::config("--table", format!("table {table} does not exist")))?;
+            let id = uuid::Uuid::now_v7().to_string();
+            let rewrite = compact(
+                &loaded,
+                &CompactOptions {
+                    target_file_size_bytes: self.config.ingest.target_file_size_bytes,
+                    file_prefix: format!("maint-{id}"),
+                },
+            )
+            .await?;
+            report.skipped.extend(rewrite.skipped.iter().cloned());
+            if !rewrite.removed.is_empty() {
+                report.files_rewritten = rewrite.files_before;
+                report.files_written = rewrite.added.len();
+                report.delete_files_dropped = rewrite.removed.len() - rewrite.files_before;
+                let record = MaintRecord {
+                    id: id.clone(),
+                    table: table.to_owned(),
+                    moved: rewrite.moved.clone(),
+                };
+                self.checkpoint
+                    .insert_json(&maint_key(target), &record, None)
+                    .await?
+                    .ok_or_else(|| Error::unexpected("a maintenance record is already there"))?;
+                self.faults.hit("maintain.after-record").await;
+                let summary = HashMap::from([
+                    (COMMIT_ID_PROP.to_owned(), id.clone()),
+                    (
+                        CHECKPOINT_PROP.to_owned(),
+                        serde_json::json!({"maintenance": "compaction"}).to_string(),
+                    ),
+                ]);
+                let (requirements, updates) = rewrite_updates(&loaded, &rewrite, summary).await?;
+                // Still ours: a committer that took the lease over commits on top of the
+                // snapshot this one replaces, and the requirement then refuses this commit.
+                self.renew_lease(true).await?;
+                let committed = self
+                    .catalog
+                    .commit_updates(&ident, requirements, updates)
+                    .await;
+                if let Err(e) = committed {
+                    // Lost answer or refusal: the record says which, next time.
+                    report.records_moved += self.finish_maintenance(target).await?;
+                    return Err(floe_iceberg::from_iceberg(e)
+                        .while_doing(format!("failed to commit the compaction of {table}")));
+                }
+                self.faults.hit("maintain.after-commit").await;
+                report.records_moved += self.finish_maintenance(target).await?;
+            }
+        }
+        if let Some(age) = opts.expire_older_than {
+            let loaded = load_table(self.catalog.as_ref(), &ident)
+                .await?
+                .ok_or_else(|| Error::config("--table", format!("table {table} does not exist")))?;
+            let cutoff = floe_checkpoint::now_ms() - age.as_millis() as i64;
+            if let Some((requirements, updates, ids)) =
+                expire_updates(&loaded, cutoff, opts.keep_snapshots)
+            {
+                self.renew_lease(true).await?;
+                self.catalog
+                    .commit_updates(&ident, requirements, updates)
+                    .await
+                    .map_err(|e| {
+                        floe_iceberg::from_iceberg(e)
+                            .while_doing(format!("failed to expire snapshots of {table}"))
+                    })?;
+                report.snapshots_expired = ids.len();
+            }
+        }
+        Ok(report)
+    }
+
+    /// Finish (or drop) a compaction an earlier holder of the lease left: once its snapshot is
+    /// in the table, the `rows/` records still pointing at the files it replaced are moved.
+    /// Returns how many records moved.
+    pub(crate) async fn finish_maintenance(&self, target: &TargetId) -> Result<usize> {
+        let key = maint_key(target);
+        let Some((record, version)) = self.checkpoint.get_json::<MaintRecord>(&key).await? else {
+            return Ok(0);
+        };
+        let ident = parse_ident(&record.table)?;
+        let landed = match load_table(self.catalog.as_ref(), &ident).await? {
+            Some(t) => find_commit(&t, &record.id).is_some(),
+            None => false,
+        };
+        let mut moved = 0;
+        if landed {
+            let prefix = format!("rows/{target}/");
+            for (name, rows, v) in self.checkpoint.scan_json::<ObjectRows>(&prefix).await? {
+                if !rows.rows.iter().any(|r| record.moved.contains_key(&r.file)) {
+                    continue;
+                }
+                let mut next = rows.clone();
+                next.rows = (rows.rows.iter())
+                    .flat_map(|r| match record.moved.get(&r.file) {
+                        Some(m) => m.map(r.start, r.rows),
+                        None => vec![r.clone()],
+                    })
+                    .collect();
+                self.checkpoint
+                    .update_json(&name, &next, &v, None)
+                    .await?
+                    .ok_or_else(|| {
+                        Error::new(
+                            floe_core::ErrorKind::Conflict,
+                            format!("{name} changed while compaction moved it"),
+                        )
+                    })?;
+                moved += 1;
+            }
+            self.faults.hit("maintain.after-move").await;
+        }
+        self.checkpoint.delete_if_version(&key, &version).await?;
+        Ok(moved)
+    }
+}
