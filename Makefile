@@ -129,6 +129,7 @@ bench: test-deps
 	cargo build --release -p floe
 	$(CARGO_TARGET_DIR)/release/floe bench --python $(FLOE_VENV)/bin/python
 	$(CARGO_TARGET_DIR)/release/floe bench-commit-pass --s3s-fs $(FLOE_TOOLS)/bin/s3s-fs
+	$(CARGO_TARGET_DIR)/release/floe bench-maintain --python $(FLOE_VENV)/bin/python
 	bench/tunnel_encode.sh
 	bench/functions.sh
 

@@ -68,6 +68,10 @@ pub enum Command {
     /// (s3s-fs) with 20 finished batches behind it, then with 20,000.
     #[command(hide = true)]
     BenchCommitPass(BenchCommitPassArgs),
+    /// The benchmark's maintenance case: micro-commits into one table, then `floe maintain`;
+    /// files, snapshots and a pyiceberg full scan before and after.
+    #[command(hide = true)]
+    BenchMaintain(BenchMaintainArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -107,6 +111,22 @@ pub struct BenchArgs {
     /// The baseline script.
     #[arg(long, default_value = "bench/pyiceberg_baseline.py")]
     pub script: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchMaintainArgs {
+    /// The Python with pyiceberg (`make test-deps` makes one).
+    #[arg(long)]
+    pub python: PathBuf,
+    /// Where the run's files go (emptied first).
+    #[arg(long, default_value = "bench-data/maintain")]
+    pub dir: PathBuf,
+    /// Micro-commits before maintenance.
+    #[arg(long, default_value_t = 1000)]
+    pub commits: usize,
+    /// Rows per object.
+    #[arg(long, default_value_t = 20)]
+    pub rows: usize,
 }
 
 #[derive(Debug, Args)]
@@ -313,6 +333,7 @@ pub async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Bench(args) => crate::bench::bench(args).await,
         Command::BenchRaw(args) => crate::bench::bench_raw(args).await,
         Command::BenchCommitPass(args) => crate::bench_commit::bench_commit_pass(args).await,
+        Command::BenchMaintain(args) => crate::bench_maintain::bench_maintain(args).await,
         Command::Tables(c) => tables_admin(c).await,
     }
 }

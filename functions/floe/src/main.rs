@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_commit;
+mod bench_maintain;
 mod check;
 mod cli;
 mod deadletters;

@@ -338,7 +338,11 @@ pub async fn rewrite_updates(
         .load()
         .await
         .map_err(|e| from_iceberg(e).while_doing("failed to read the current manifest list"))?;
-    for (n, manifest) in list.entries().iter().enumerate() {
+    // The manifests listing a replaced file are merged into one manifest per kind of content
+    // and partition spec: the files they keep as existing, the replaced ones as deleted (so a
+    // table of a thousand one-file manifests is left with a few, not a thousand).
+    let mut merged: BTreeMap<(bool, i32), iceberg::spec::ManifestWriter> = BTreeMap::new();
+    for manifest in list.entries() {
         let loaded = manifest.load_manifest(io).await.map_err(from_iceberg)?;
         let touched = (loaded.entries().iter())
             .any(|e| e.is_alive() && rewrite.removed.contains(e.file_path()));
@@ -351,17 +355,29 @@ pub async fn rewrite_updates(
         let spec = metadata
             .partition_spec_by_id(manifest.partition_spec_id)
             .ok_or_else(|| Error::unexpected("a manifest of an unknown partition spec"))?;
-        let path = format!("{location}/metadata/{commit}-r{n}.avro");
-        let output = io.new_output(&path).map_err(from_iceberg)?;
-        let builder = ManifestWriterBuilder::new(
-            output,
-            Some(snapshot_id),
-            schema.clone(),
-            spec.as_ref().clone(),
-        );
-        let mut writer = match manifest.content {
-            ManifestContentType::Data => builder.build_v2_data(),
-            ManifestContentType::Deletes => builder.build_v2_deletes(),
+        let is_delete = manifest.content == ManifestContentType::Deletes;
+        let key = (is_delete, manifest.partition_spec_id);
+        let writer = match merged.entry(key) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let path = format!(
+                    "{location}/metadata/{commit}-r{}-{}.avro",
+                    u8::from(is_delete),
+                    manifest.partition_spec_id
+                );
+                let output = io.new_output(&path).map_err(from_iceberg)?;
+                let builder = ManifestWriterBuilder::new(
+                    output,
+                    Some(snapshot_id),
+                    schema.clone(),
+                    spec.as_ref().clone(),
+                );
+                v.insert(if is_delete {
+                    builder.build_v2_deletes()
+                } else {
+                    builder.build_v2_data()
+                })
+            }
         };
         for e in loaded.entries().iter().filter(|e| e.is_alive()) {
             let seq = e.sequence_number().unwrap_or(0);
@@ -378,6 +394,8 @@ pub async fn rewrite_updates(
                     .map_err(from_iceberg)?;
             }
         }
+    }
+    for (_, writer) in merged {
         manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
     }
     let mut summary = properties;
