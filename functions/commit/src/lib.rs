@@ -3,13 +3,18 @@
 //!
 //! The event's content does not matter, except `"force": true` (in the event, in an FC timer
 //! trigger's `payload`, or `?force=true` over HTTP), which commits every table now instead of
-//! only those due (`commit.interval-ms`, `commit.max-files`, `commit.max-bytes`).
+//! only those due (`commit.interval-ms`, `commit.max-files`, `commit.max-bytes`), and
+//! `"maintain": true` (same places), which maintains every table of the catalog instead
+//! (`floe maintain`'s compaction and snapshot expiry, see `floe_pipeline::targets::maintain`):
+//! the templates deploy this binary a second time as the `maintain` function, on its own timer
+//! with that payload and a longer timeout.
 //!
 //! The commit runs until [`Deps::stop_margin`] before the deadline. A commit stopped there
 //! is the protocol's crash at that step: the next run finishes it (see `floe_pipeline`), and the
 //! table lease it held is taken over by this process at once, by others when it expires.
 //!
-//! Answer: `{"commits":[{"target","commit_id","snapshot_id","batches","files","rows",
+//! Answer: `{"maintained":[{"table","files_rewritten","files_written",…}]}` for maintenance,
+//! else `{"commits":[{"target","commit_id","snapshot_id","batches","files","rows",
 //! "recovered"}],"busy":[…],"waiting":[…]}`.
 
 use std::time::Duration;
@@ -47,25 +52,55 @@ impl Function for Deps {
 
 /// Whether the event asks to commit every table now.
 pub fn wants_force(event: &Event) -> bool {
+    flag(event, "force")
+}
+
+/// Whether the event asks for maintenance instead of a commit.
+pub fn wants_maintain(event: &Event) -> bool {
+    flag(event, "maintain")
+}
+
+/// Whether `name` is true in the event, in an FC timer trigger's payload, or in the query.
+fn flag(event: &Event, name: &str) -> bool {
     if let Input::Http(r) = &event.input
         && r.query_pairs()
             .iter()
-            .any(|(k, v)| k == "force" && (v == "true" || v == "1"))
+            .any(|(k, v)| k == name && (v == "true" || v == "1"))
     {
         return true;
     }
     let Ok(doc) = event.json_body() else {
         return false;
     };
-    let force = |v: &Value| v.get("force").and_then(Value::as_bool) == Some(true);
-    if force(&doc) {
+    let set = |v: &Value| v.get(name).and_then(Value::as_bool) == Some(true);
+    if set(&doc) {
         return true;
     }
     // FC timer trigger: {"triggerTime","triggerName","payload":"<the trigger's message>"}.
     doc.get("payload")
         .and_then(Value::as_str)
         .and_then(|p| serde_json::from_str::<Value>(p).ok())
-        .is_some_and(|p| force(&p))
+        .is_some_and(|p| set(&p))
+}
+
+/// Maintain every table within `budget`; see the crate doc.
+async fn maintain(deps: &Deps, budget: Duration) -> Result<Output> {
+    let opts = floe_pipeline::targets::maintain::MaintainOptions::default();
+    let done = tokio::time::timeout(budget, deps.pipeline.maintain_all(&opts))
+        .await
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::Deadline,
+                "maintenance stopped at the invocation deadline; the next run finishes it",
+            )
+            .with_retryable(true)
+        })??;
+    for t in &done {
+        tracing::info!(table = %t.table, files_rewritten = t.files_rewritten, files_written = t.files_written, snapshots_expired = t.snapshots_expired, records_moved = t.records_moved, skipped = ?t.skipped, "table maintained");
+    }
+    let maintained = serde_json::to_value(&done)
+        .map_err(|e| Error::unexpected(format!("maintenance report: {e}")))?;
+    Ok(Output::Json(json!({ "maintained": maintained })))
 }
 
 /// Handle one invocation; see the crate doc.
@@ -79,6 +114,9 @@ pub async fn handle(event: Event, deps: &Deps) -> Result<Output> {
             "too little time left to start a commit",
         )
         .with_retryable(true));
+    }
+    if wants_maintain(&event) {
+        return maintain(deps, budget).await;
     }
     let report = tokio::time::timeout(budget, deps.pipeline.commit(force))
         .await
@@ -159,6 +197,13 @@ mod tests {
         ] {
             let e = event(input);
             assert_eq!(wants_force(&e), force, "{:?}", e.input);
+            assert!(!wants_maintain(&e), "{:?}", e.input);
         }
+        let maintain = r#"{"triggerTime":"2026-12-02T06:00:00Z","triggerName":"maintain","payload":"{\"maintain\":true}"}"#;
+        let e = event(Input::Payload(maintain.into()));
+        assert!(wants_maintain(&e) && !wants_force(&e));
+        assert!(wants_maintain(&event(Input::Payload(
+            r#"{"maintain":true}"#.into()
+        ))));
     }
 }

@@ -134,3 +134,46 @@ async fn fc_timer_and_http_triggers_commit_and_a_short_deadline_is_a_retryable_f
     assert_eq!(r.json()["commits"][0]["rows"], 1);
     assert_eq!(dir.ids("test.events"), (vec![1, 2, 3, 4], 3));
 }
+
+/// The templates' `maintain` function: this binary with an FC timer whose payload is
+/// `{"maintain":true}` compacts the table (three one-object commits become one file) and keeps
+/// every row; the answer names the table and what was done.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_maintain_timer_compacts_the_tables_and_keeps_the_rows() {
+    let dir = FunctionDir::new(&config()).unwrap();
+    let function = dir.spawn_fc(Path::new(BIN), &[]).unwrap();
+    let invoke = [
+        ("x-fc-request-id", "m"),
+        ("x-fc-control-path", "/invoke"),
+        ("x-fc-function-timeout", "60"),
+    ];
+    for (name, ids) in [("a", &[1, 2][..]), ("b", &[3]), ("c", &[4, 5])] {
+        stage(&dir, name, ids).await;
+        let r = function
+            .fc(
+                "POST",
+                "/invoke",
+                &invoke,
+                &event_fixture("fc_timer_trigger.json"),
+            )
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", function.log_tail());
+    }
+    assert_eq!(dir.ids("test.events"), (vec![1, 2, 3, 4, 5], 3));
+    let timer = serde_json::json!({
+        "triggerTime": "2026-12-02T06:00:00Z",
+        "triggerName": "maintain",
+        "payload": "{\"maintain\":true}",
+    });
+    let r = function
+        .fc("POST", "/invoke", &invoke, timer.to_string().as_bytes())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", function.log_tail());
+    let done = r.json();
+    let table = &done["maintained"][0];
+    assert_eq!(table["table"], "test.events", "{done}");
+    assert_eq!(table["files_rewritten"], 3, "{done}");
+    assert_eq!(table["files_written"], 1, "{done}");
+    let (ids, _) = dir.ids("test.events");
+    assert_eq!(ids, [1, 2, 3, 4, 5]);
+}

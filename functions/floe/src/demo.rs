@@ -174,7 +174,7 @@ pub async fn demo(args: DemoArgs) -> Result<ExitCode> {
     let report = pipeline.run_once(true).await?;
     crate::output::print_report(&report);
     println!();
-    let tables = crate::tables::all_tables(pipeline.catalog().as_ref()).await?;
+    let tables = floe_iceberg::all_tables(pipeline.catalog().as_ref()).await?;
     for t in &tables {
         crate::tables::describe(pipeline.catalog().as_ref(), t, 5).await?;
         println!();

@@ -105,13 +105,6 @@ pub async fn backfill(args: BackfillArgs) -> Result<ExitCode> {
 /// `floe maintain`: one line per table, then a JSON report per table.
 pub async fn maintain(args: crate::cli::MaintainArgs) -> Result<ExitCode> {
     let pipeline = open(&args.config.config).await?;
-    let tables: Vec<String> = match &args.table {
-        Some(t) => vec![t.clone()],
-        None => (crate::tables::all_tables(pipeline.catalog().as_ref()).await?)
-            .iter()
-            .map(|t| format!("{}.{}", t.namespace().join("."), t.name()))
-            .collect(),
-    };
     if args.expire_older_than_hours.is_nan() || args.expire_older_than_hours < 0.0 {
         return Err(floe_core::Error::config(
             "--expire-older-than-hours",
@@ -125,7 +118,10 @@ pub async fn maintain(args: crate::cli::MaintainArgs) -> Result<ExitCode> {
         )),
         keep_snapshots: args.keep_snapshots,
     };
-    let done = pipeline.maintain(&tables, &opts).await?;
+    let done = match &args.table {
+        Some(t) => pipeline.maintain(std::slice::from_ref(t), &opts).await?,
+        None => pipeline.maintain_all(&opts).await?,
+    };
     for t in &done {
         println!(
             "{}: {} files rewritten into {}, {} delete files applied, {} snapshots expired, {} records moved{}",

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use floe_core::{Error, Result};
 use floe_iceberg::{FloeCatalog, from_iceberg, load_table, parse_ident};
 use futures::TryStreamExt;
-use iceberg::{Catalog, NamespaceIdent, TableIdent};
+use iceberg::{Catalog, TableIdent};
 
 use crate::cli::{ConfigArg, ShowArgs};
 
@@ -14,29 +14,10 @@ async fn catalog_of(config: &std::path::Path) -> Result<std::sync::Arc<dyn FloeC
     floe_iceberg::open_catalog(&config.catalog).await
 }
 
-/// Every table of every namespace.
-pub async fn all_tables(catalog: &dyn Catalog) -> Result<Vec<TableIdent>> {
-    let mut out = Vec::new();
-    let mut stack: Vec<Option<NamespaceIdent>> = vec![None];
-    while let Some(parent) = stack.pop() {
-        let namespaces = catalog
-            .list_namespaces(parent.as_ref())
-            .await
-            .map_err(from_iceberg)?;
-        for ns in namespaces {
-            out.extend(catalog.list_tables(&ns).await.map_err(from_iceberg)?);
-            stack.push(Some(ns));
-        }
-    }
-    out.sort_by_key(|t| t.to_string());
-    out.dedup();
-    Ok(out)
-}
-
 /// `floe tables list`.
 pub async fn list(args: ConfigArg) -> Result<ExitCode> {
     let catalog = catalog_of(&args.config).await?;
-    for t in all_tables(catalog.as_ref()).await? {
+    for t in floe_iceberg::all_tables(catalog.as_ref()).await? {
         let table = load_table(catalog.as_ref(), &t).await?;
         let (snapshots, rows) = table
             .as_ref()

@@ -107,7 +107,12 @@ fn every_combination_of_the_template_is_read_by_floe() {
     for r in renders {
         let name = r["name"].as_str().unwrap_or("?");
         let functions = r["functions"].as_object().unwrap();
-        assert_eq!(functions.len(), 4, "{name}: {functions:?}");
+        // Ingest, poll, commit, maintain (the commit binary on its own schedule), backfill.
+        assert_eq!(functions.len(), 5, "{name}: {functions:?}");
+        assert_eq!(
+            functions["MaintainFunction"]["binary"], "floe-commit",
+            "{name}"
+        );
         for function in functions.keys() {
             let toml = rendered_toml(r, function);
             // The MaxCompute keys come from the environment the template sets beside it.

@@ -38,6 +38,7 @@ pub use commit::{
 pub use sources::SourceRows;
 pub use staged::StagedFile;
 pub use table::{
-    TableDefinition, add_missing_columns, ensure_table, load_table, missing_fields, parse_ident,
+    TableDefinition, add_missing_columns, all_tables, ensure_table, load_table, missing_fields,
+    parse_ident,
 };
 pub use writer::{TableWriter, WriterOptions, arrow_schema};

@@ -188,3 +188,27 @@ pub async fn add_missing_columns(
 /// Schema evolution retries: 10 attempts, waiting 50 ms doubling to 400 ms between them.
 const SCHEMA_RETRY: RetryPolicy =
     RetryPolicy::new(Duration::from_millis(50), Duration::from_millis(400)).with_max_attempts(10);
+
+/// Every table of every namespace.
+pub async fn all_tables(catalog: &dyn iceberg::Catalog) -> Result<Vec<TableIdent>> {
+    let mut out = Vec::new();
+    let mut stack: Vec<Option<iceberg::NamespaceIdent>> = vec![None];
+    while let Some(parent) = stack.pop() {
+        let namespaces = catalog
+            .list_namespaces(parent.as_ref())
+            .await
+            .map_err(crate::catalog::from_iceberg)?;
+        for ns in namespaces {
+            out.extend(
+                catalog
+                    .list_tables(&ns)
+                    .await
+                    .map_err(crate::catalog::from_iceberg)?,
+            );
+            stack.push(Some(ns));
+        }
+    }
+    out.sort_by_key(|t| t.to_string());
+    out.dedup();
+    Ok(out)
+}

@@ -251,6 +251,18 @@ impl Pipeline {
         Ok(out)
     }
 
+    /// Maintain every table of the catalog; see [`Pipeline::maintain`].
+    pub async fn maintain_all(
+        &self,
+        opts: &crate::targets::maintain::MaintainOptions,
+    ) -> Result<Vec<crate::targets::maintain::TableMaintenance>> {
+        let tables: Vec<String> = (floe_iceberg::all_tables(self.catalog.as_ref()).await?)
+            .iter()
+            .map(|t| format!("{}.{}", t.namespace().join("."), t.name()))
+            .collect();
+        self.maintain(&tables, opts).await
+    }
+
     /// Commit every target with staged batches that is due (`force`: all of them now).
     pub async fn commit(&self, force: bool) -> Result<CommitReport> {
         self.committer().commit(force).await

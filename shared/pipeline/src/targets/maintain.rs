@@ -54,6 +54,18 @@ pub struct MaintainOptions {
     pub keep_snapshots: usize,
 }
 
+impl Default for MaintainOptions {
+    /// What the deployed `maintain` function does: compact, and expire snapshots older than
+    /// Iceberg's default of 5 days, keeping the newest one.
+    fn default() -> Self {
+        MaintainOptions {
+            compact: true,
+            expire_older_than: Some(Duration::from_secs(5 * 24 * 3600)),
+            keep_snapshots: 1,
+        }
+    }
+}
+
 /// What maintenance did to one table.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TableMaintenance {
