@@ -6,9 +6,10 @@
 //! they are now. A route set to `on-change = "append"` keeps every
 //! version's rows, and a metadata route asking for current state keeps one row per live object.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 const CONFIG: &str = r#"
 [source]
@@ -52,19 +53,7 @@ on-change = "replace"
 
 /// Run `floe run` in `dir`, which must succeed.
 fn floe_run(dir: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
-        .arg("run")
-        .arg("--config")
-        .arg(dir.join("floe.toml"))
-        .env_remove("FLOE_FAULT")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "floe run failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::floe(dir, &["run", "--config", "floe.toml"], &[]).expect_code(0, "floe run");
 }
 
 /// Write `rows` rows of object `name` (version `v`) under `bucket/<folder>/`, spread over three
@@ -170,17 +159,19 @@ fn an_object_overwritten_three_times_and_another_removed_read_back_as_they_are_n
     // `floe maintain`: the small files and their position deletes become one file per
     // partition, the old snapshots go; both readers still see the same rows, and a's next
     // version still replaces its rows (their record moved to the new files).
-    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
-        .args(["maintain", "--expire-older-than-hours", "0", "--config"])
-        .arg(root.join("floe.toml"))
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let ran = common::floe(
+        root,
+        &[
+            "maintain",
+            "--expire-older-than-hours",
+            "0",
+            "--config",
+            "floe.toml",
+        ],
+        &[],
+    )
+    .expect_code(0, "floe maintain");
+    let said = ran.stdout;
     assert!(said.contains("demo.items:"), "{said}");
     assert_eq!(
         read_back(root, "demo.items"),

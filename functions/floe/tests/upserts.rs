@@ -5,9 +5,10 @@
 //! one key changed by two batches of one commit. The current rows are read back with DuckDB; pyiceberg 0.12
 //! does not read equality deletes, and the test checks that it says so.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 const CONFIG: &str = r#"
 [source]
@@ -38,19 +39,7 @@ table = "demo.users"
 
 /// Run `floe run` in `dir`, which must succeed.
 fn floe_run(dir: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
-        .arg("run")
-        .arg("--config")
-        .arg(dir.join("floe.toml"))
-        .env_remove("FLOE_FAULT")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "floe run failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::floe(dir, &["run", "--config", "floe.toml"], &[]).expect_code(0, "floe run");
 }
 
 /// One NDJSON line.

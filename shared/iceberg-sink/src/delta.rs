@@ -308,15 +308,7 @@ pub(crate) async fn finish_snapshot(
         })
         .with_schema_id(metadata.current_schema_id())
         .build();
-    let requirements = vec![
-        TableRequirement::UuidMatch {
-            uuid: metadata.uuid(),
-        },
-        TableRequirement::RefSnapshotIdMatch {
-            r#ref: iceberg::spec::MAIN_BRANCH.to_owned(),
-            snapshot_id: parent.map(|p| p.snapshot_id()),
-        },
-    ];
+    let requirements = main_at(table, parent.map(|p| p.snapshot_id()));
     let updates = vec![
         TableUpdate::AddSnapshot { snapshot },
         TableUpdate::SetSnapshotRef {
@@ -328,6 +320,19 @@ pub(crate) async fn finish_snapshot(
         },
     ];
     Ok((requirements, updates))
+}
+
+/// The requirements of a commit on top of `snapshot_id`: the same table, `main` still there.
+pub(crate) fn main_at(table: &Table, snapshot_id: Option<i64>) -> Vec<TableRequirement> {
+    vec![
+        TableRequirement::UuidMatch {
+            uuid: table.metadata().uuid(),
+        },
+        TableRequirement::RefSnapshotIdMatch {
+            r#ref: iceberg::spec::MAIN_BRANCH.to_owned(),
+            snapshot_id,
+        },
+    ]
 }
 
 /// The summary's running totals: the parent's, plus what this snapshot adds, less what it

@@ -31,7 +31,7 @@ use iceberg::{TableRequirement, TableUpdate};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::from_iceberg;
-use crate::delta::{Made, finish_snapshot, unique_snapshot_id};
+use crate::delta::{Made, finish_snapshot, main_at, unique_snapshot_id};
 use crate::sources::SourceRows;
 use crate::writer::{TableWriter, WriterOptions};
 
@@ -444,15 +444,7 @@ pub fn expire_updates(
     if ids.is_empty() {
         return None;
     }
-    let requirements = vec![
-        TableRequirement::UuidMatch {
-            uuid: metadata.uuid(),
-        },
-        TableRequirement::RefSnapshotIdMatch {
-            r#ref: iceberg::spec::MAIN_BRANCH.to_owned(),
-            snapshot_id: Some(current.snapshot_id()),
-        },
-    ];
+    let requirements = main_at(table, Some(current.snapshot_id()));
     let updates = vec![TableUpdate::RemoveSnapshots {
         snapshot_ids: ids.clone(),
     }];
