@@ -621,6 +621,34 @@ async fn the_sam_stack_lands_rows_with_its_own_configuration() {
         "the fixed object lands once: {read}"
     );
 
+    // The maintain function (the commit binary, its schedule's input `{"maintain": true}`):
+    // the table's route replaces rows by position, so floe created it with the catalog's
+    // compaction off and compacts it itself; the rows stay.
+    let api = LambdaRuntimeApi::start().await.unwrap();
+    let maintain = dir
+        .spawn_lambda(&bin("floe-commit"), &api, &env("MaintainFunction"))
+        .unwrap();
+    let done = api
+        .call(br#"{"maintain": true}"#, WAIT)
+        .await
+        .unwrap()
+        .json();
+    let table = &done["maintained"][0];
+    assert_eq!(
+        table["table"],
+        "floe.orders",
+        "{done}\n{}",
+        maintain.log_tail()
+    );
+    assert!(
+        table["files_rewritten"].as_u64().unwrap_or(0) >= 2 && table["files_written"] == 1,
+        "{done}\n{}",
+        maintain.log_tail()
+    );
+    drop(maintain);
+    let (after, read) = s3tables_ids(&admin, &arn, &moto).await;
+    assert_eq!(after, ids, "maintenance kept the rows: {read}");
+
     // floe's state is in the state bucket, none of it on the function's disk.
     let listed = state.list("floe/checkpoint/", None, 1000).await.unwrap();
     assert!(

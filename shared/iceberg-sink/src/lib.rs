@@ -36,6 +36,11 @@ pub use commit::{
     FoundCommit, append_exactly_once, find_commit,
 };
 pub use sources::SourceRows;
+
+/// A table property floe sets on the tables it creates for a route with `on-change = replace`:
+/// floe deletes their rows by position, so only floe's own compaction (which moves its record
+/// of those positions) may rewrite their files.
+pub const ON_CHANGE_PROP: &str = "floe.on-change";
 pub use staged::StagedFile;
 pub use table::{
     TableDefinition, add_missing_columns, all_tables, ensure_table, load_table, missing_fields,

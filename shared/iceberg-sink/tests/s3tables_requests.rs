@@ -245,3 +245,81 @@ async fn admin_outputs_are_shaped_like_the_aws_cli() {
         "{e}"
     );
 }
+
+/// What floe sets on a table it creates (`s3tables.managed-maintenance`, on by default): the
+/// catalog's snapshot management on, and its compaction on, or off for a table whose rows floe
+/// deletes by position (floe compacts those itself). Shaped as the
+/// put-table-maintenance-configuration cases above.
+#[tokio::test]
+async fn managed_maintenance_turns_on_snapshot_management_and_compaction_unless_floe_compacts() {
+    let server = RecordingServer::start(|_| Reply::json(200, &json!({})))
+        .await
+        .unwrap();
+    let props: HashMap<String, String> = [
+        ("uri", server.endpoint()),
+        ("client.region", "us-east-1".into()),
+        ("s3tables.access-key-id", "AKIDEXAMPLE".into()),
+        ("s3tables.secret-access-key", "secret".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let config = S3TablesConfig::from_props_with_env(&props, |_| None).unwrap();
+    assert!(config.managed_maintenance, "on unless set off");
+    let client = S3TablesClient::with_http_client(&config, reqwest::Client::new(), system_clock());
+    let arn = "arn:aws:s3tables:us-east-1:111122223333:bucket/b";
+    for (compaction, status) in [(true, "enabled"), (false, "disabled")] {
+        server.clear();
+        client
+            .set_managed_maintenance(arn, "ns", "t", compaction)
+            .await
+            .unwrap();
+        let seen: Vec<(String, String, Value)> = (server.requests().iter())
+            .map(|r| {
+                (
+                    r.method.clone(),
+                    r.path().to_owned(),
+                    serde_json::from_slice(&r.body).unwrap(),
+                )
+            })
+            .collect();
+        let base = "/tables/arn%3Aaws%3As3tables%3Aus-east-1%3A111122223333%3Abucket%2Fb/ns/t";
+        assert_eq!(
+            seen,
+            [
+                (
+                    "PUT".to_owned(),
+                    format!("{base}/maintenance/icebergSnapshotManagement"),
+                    json!({"value": {"status": "enabled"}})
+                ),
+                (
+                    "PUT".to_owned(),
+                    format!("{base}/maintenance/icebergCompaction"),
+                    json!({"value": {"status": status}})
+                ),
+            ]
+        );
+    }
+    let off = HashMap::from([
+        ("uri".to_owned(), server.endpoint()),
+        ("client.region".to_owned(), "us-east-1".to_owned()),
+        (
+            "s3tables.managed-maintenance".to_owned(),
+            "false".to_owned(),
+        ),
+    ]);
+    let config = S3TablesConfig::from_props_with_env(&off, |_| None).unwrap();
+    assert!(!config.managed_maintenance);
+    let bad = HashMap::from([
+        ("client.region".to_owned(), "us-east-1".to_owned()),
+        (
+            "s3tables.managed-maintenance".to_owned(),
+            "sometimes".to_owned(),
+        ),
+    ]);
+    let e = S3TablesConfig::from_props_with_env(&bad, |_| None).unwrap_err();
+    assert!(
+        e.to_string().contains("s3tables.managed-maintenance"),
+        "{e}"
+    );
+}

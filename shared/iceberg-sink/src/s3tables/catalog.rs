@@ -67,6 +67,8 @@ pub struct S3TablesCatalog {
     client: S3TablesClient,
     warehouse: String,
     file_io_props: HashMap<String, String>,
+    /// `s3tables.managed-maintenance`.
+    managed_maintenance: bool,
     bases: Mutex<HashMap<TableIdent, Base>>,
 }
 
@@ -181,6 +183,7 @@ impl S3TablesCatalog {
             client,
             warehouse,
             file_io_props: config.file_io_props,
+            managed_maintenance: config.managed_maintenance,
             bases: Mutex::new(HashMap::new()),
         })
     }
@@ -382,6 +385,13 @@ impl Catalog for S3TablesCatalog {
                 ),
             ));
         }
+        // Tables whose rows floe deletes by position are compacted by floe, which moves its
+        // record of those positions; the catalog's compaction would not.
+        let compaction = creation
+            .properties
+            .get(crate::ON_CHANGE_PROP)
+            .map(String::as_str)
+            != Some("replace");
         let (token, location, metadata) = initialize_table(
             &self.client,
             &self.warehouse,
@@ -391,6 +401,13 @@ impl Catalog for S3TablesCatalog {
             &self.file_io_props,
         )
         .await?;
+        if self.managed_maintenance
+            && let Err(e) = (self.client)
+                .set_managed_maintenance(&self.warehouse, ns, ident.name(), compaction)
+                .await
+        {
+            tracing::warn!(table = %ident, error = %e, "the table was created, but its maintenance could not be set (s3tables.managed-maintenance); set it with `floe tables put-table-maintenance-configuration`");
+        }
         let base = Base {
             version_token: token,
             metadata_location: location,

@@ -439,6 +439,35 @@ impl S3TablesClient {
         .await
     }
 
+    /// Turn on the catalog's own maintenance of a table: snapshot management, and compaction
+    /// unless `compaction` is false (then it is turned off: floe compacts the table itself).
+    pub async fn set_managed_maintenance(
+        &self,
+        arn: &str,
+        namespace: &str,
+        name: &str,
+        compaction: bool,
+    ) -> Result<()> {
+        let status = |on: bool| json!({"status": if on { "enabled" } else { "disabled" }});
+        self.put_table_maintenance_configuration(
+            arn,
+            namespace,
+            name,
+            "icebergSnapshotManagement",
+            &status(true),
+        )
+        .await?;
+        self.put_table_maintenance_configuration(
+            arn,
+            namespace,
+            name,
+            "icebergCompaction",
+            &status(compaction),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// GetTableBucketMaintenanceConfiguration: `GET /buckets/{arn}/maintenance`.
     pub async fn get_table_bucket_maintenance_configuration(&self, arn: &str) -> Result<Value> {
         let what = format!("failed to get the maintenance configuration of table bucket {arn}");

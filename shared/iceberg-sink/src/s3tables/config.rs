@@ -8,6 +8,7 @@
 //! | `s3tables.signing-region` | SigV4 region | `client.region`, then the ARN's region |
 //! | `s3tables.signing-name` | SigV4 signing name | `s3tables` |
 //! | `s3tables.access-key-id` / `s3tables.secret-access-key` / `s3tables.session-token` | keys | `s3.*` keys, then for an AWS warehouse the AWS default chain ([`crate::aws_chain`]: `AWS_*`, container credentials, profile, instance metadata), for an `acs:` warehouse Function Compute's role keys (the latest invocation's, else `ALIBABA_CLOUD_*`), then `AWS_*` |
+//! | `s3tables.managed-maintenance` | when floe creates a table, turn on the catalog's own snapshot management and compaction (`PutTableMaintenanceConfiguration`); compaction is turned off instead for a table whose rows floe replaces by position (`floe.on-change = replace`: `floe maintain` compacts those, moving its row records) | `true` |
 //! | `s3.*`, `client.*` | FileIO properties for metadata and data files | `client.region` = the signing region; `s3.endpoint` = `AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL` (AWS warehouses) |
 //! | `type`, `catalog-impl`, `io-impl`, `name` | read by whoever picks the catalog; ignored here | |
 //!
@@ -36,6 +37,8 @@ pub struct S3TablesConfig {
     pub credentials: CredentialSource,
     /// `s3.*` and `client.*`: FileIO properties for the tables' files.
     pub file_io_props: HashMap<String, String>,
+    /// `s3tables.managed-maintenance`: set the catalog's maintenance of the tables floe creates.
+    pub managed_maintenance: bool,
 }
 
 impl std::fmt::Debug for S3TablesConfig {
@@ -50,6 +53,7 @@ impl std::fmt::Debug for S3TablesConfig {
             .field("signing_name", &self.signing_name)
             .field("credentials", &self.credentials)
             .field("file_io_props", &io_keys)
+            .field("managed_maintenance", &self.managed_maintenance)
             .finish()
     }
 }
@@ -95,7 +99,8 @@ impl S3TablesConfig {
                 | "s3tables.signing-name"
                 | "s3tables.access-key-id"
                 | "s3tables.secret-access-key"
-                | "s3tables.session-token" => {}
+                | "s3tables.session-token"
+                | "s3tables.managed-maintenance" => {}
                 k if IGNORED_KEYS.contains(&k) => {}
                 k if k.starts_with("s3.") || k.starts_with("client.") => {
                     file_io_props.insert(k.to_owned(), props[key].clone());
@@ -172,6 +177,17 @@ impl S3TablesConfig {
                 .to_owned(),
             credentials,
             file_io_props,
+            managed_maintenance: match get("s3tables.managed-maintenance") {
+                None => true,
+                Some(v) if v.eq_ignore_ascii_case("true") => true,
+                Some(v) if v.eq_ignore_ascii_case("false") => false,
+                Some(v) => {
+                    return Err(Error::config(
+                        "s3tables.managed-maintenance",
+                        format!("`{v}`: expected true or false"),
+                    ));
+                }
+            },
         })
     }
 }

@@ -553,6 +553,12 @@ impl Pipeline {
         }
         let mut properties = route.create_props.clone();
         properties.extend(crate::targets::maxcompute::staging_properties(route));
+        if route.on_change == OnChange::Replace {
+            properties.insert(
+                floe_iceberg::ON_CHANGE_PROP.to_owned(),
+                "replace".to_owned(),
+            );
+        }
         let definition = TableDefinition {
             schema,
             partition_by: route.partition_by.clone(),

@@ -21,7 +21,9 @@ use std::time::Duration;
 use floe_checkpoint::StoreExt;
 use floe_core::{Error, Result};
 use floe_iceberg::maintain::{CompactOptions, Moved, compact, expire_updates, rewrite_updates};
-use floe_iceberg::{CHECKPOINT_PROP, COMMIT_ID_PROP, find_commit, load_table, parse_ident};
+use floe_iceberg::{
+    CHECKPOINT_PROP, COMMIT_ID_PROP, ON_CHANGE_PROP, find_commit, load_table, parse_ident,
+};
 use serde::{Deserialize, Serialize};
 
 use super::{Committer, TargetId};
@@ -121,10 +123,24 @@ impl Committer<'_> {
             return Ok(report);
         }
         let ident = parse_ident(table)?;
+        let loaded = load_table(self.catalog.as_ref(), &ident)
+            .await?
+            .ok_or_else(|| Error::config("--table", format!("table {table} does not exist")))?;
+        let replaces = loaded
+            .metadata()
+            .properties()
+            .get(ON_CHANGE_PROP)
+            .map(String::as_str)
+            == Some("replace");
+        if self.catalog_maintains() && !replaces {
+            report.skipped.push(
+                "the catalog maintains this table (s3tables.managed-maintenance): see \
+                 `floe tables get-table-maintenance-job-status`"
+                    .into(),
+            );
+            return Ok(report);
+        }
         if opts.compact {
-            let loaded = load_table(self.catalog.as_ref(), &ident)
-                .await?
-                .ok_or_else(|| Error::config("--table", format!("table {table} does not exist")))?;
             let id = uuid::Uuid::now_v7().to_string();
             let rewrite = compact(
                 &loaded,
@@ -194,6 +210,16 @@ impl Committer<'_> {
             }
         }
         Ok(report)
+    }
+
+    /// Whether the catalog compacts and expires the tables floe creates itself: S3 Tables and
+    /// OSS Tables, unless `s3tables.managed-maintenance = false`. (Tables whose rows floe
+    /// replaces by position are created with the catalog's compaction off: floe keeps them.)
+    fn catalog_maintains(&self) -> bool {
+        let props = &self.config.catalog.props;
+        self.config.catalog.kind == floe_iceberg::CatalogKind::S3Tables
+            && !(props.get("s3tables.managed-maintenance"))
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
     }
 
     /// Finish (or drop) a compaction an earlier holder of the lease left: once its snapshot is
