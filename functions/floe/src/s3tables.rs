@@ -13,6 +13,7 @@
 //! |---|---|
 //! | endpoint | `--endpoint`; the `--config` file's `iceberg.catalog.uri` when its catalog is `s3tables`, or its host when it is OSS Tables' Iceberg REST endpoint (`https://<region>-internal.oss-tables.aliyuncs.com/iceberg` → `https://<region>-internal.oss-tables.aliyuncs.com`); else `https://s3tables.<region>.amazonaws.com` |
 //! | region | `--region`; the config's `catalog.s3tables.signing-region`, `catalog.rest.signing-region` or `catalog.client.region`; `AWS_REGION`, `AWS_DEFAULT_REGION` |
+//! | signature | `--signature`; the config's `catalog.s3tables.signature`; `oss-v4` (OSS4-HMAC-SHA256, product `osstables`, as ossutil `tables-api` signs) for an `acs:` warehouse or an `*.oss-tables.aliyuncs.com` endpoint, else `sigv4` (as the AWS CLI signs) |
 //! | keys | the config's `catalog.s3tables.*`, `catalog.rest.*` (OSS Tables' connector block) or `catalog.s3.*` keys; `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN` |
 //!
 //! The config's `catalog.s3.*` and `catalog.client.*` options also reach the FileIO that
@@ -42,6 +43,11 @@ pub struct AdminArgs {
     /// that section is read: the seed's connector block alone will do).
     #[arg(short, long)]
     pub config: Option<PathBuf>,
+    /// How requests are signed: `oss-v4` (OSS4-HMAC-SHA256, product `osstables`, as ossutil
+    /// `tables-api` signs) or `sigv4` (as the AWS CLI signs). Default: `oss-v4` for an OSS
+    /// Tables endpoint or an `acs:` warehouse, else `sigv4`.
+    #[arg(long, value_parser = ["oss-v4", "sigv4"])]
+    pub signature: Option<String>,
 }
 
 /// `create-table-bucket`.
@@ -211,6 +217,9 @@ fn admin_props(
     if let Some(r) = &args.region {
         props.insert("s3tables.signing-region".into(), r.clone());
         props.insert("client.region".into(), r.clone());
+    }
+    if let Some(sig) = &args.signature {
+        props.insert("s3tables.signature".into(), sig.clone());
     }
     let has_region = ["s3tables.signing-region", "client.region"]
         .iter()
@@ -438,6 +447,7 @@ mod tests {
             admin: AdminArgs {
                 endpoint: None,
                 region: None,
+                signature: None,
                 config: None,
             },
             table_bucket_arn: None,
@@ -481,6 +491,7 @@ mod tests {
         let args = AdminArgs {
             endpoint: Some("http://127.0.0.1:1".into()),
             region: None,
+            signature: None,
             config: None,
         };
         let p = admin_props(&args, |k| {
@@ -512,6 +523,7 @@ mod tests {
         let args = AdminArgs {
             endpoint: None,
             region: None,
+            signature: None,
             config: Some(path),
         };
         let p = admin_props(&args, |_| None).unwrap();
@@ -521,6 +533,18 @@ mod tests {
         );
         assert_eq!(p["s3tables.signing-region"], "cn-hangzhou");
         assert_eq!(p["s3tables.access-key-id"], "LTAI-seed");
+        // Signed as ossutil signs: an OSS Tables endpoint and an `acs:` warehouse.
+        let config =
+            floe_iceberg::s3tables::S3TablesConfig::from_props_with_env(&p, |_| None).unwrap();
+        assert_eq!(config.signature, floe_iceberg::s3tables::Signature::OssV4);
+        let sigv4 = AdminArgs {
+            signature: Some("sigv4".into()),
+            ..args
+        };
+        let p = admin_props(&sigv4, |_| None).unwrap();
+        let config =
+            floe_iceberg::s3tables::S3TablesConfig::from_props_with_env(&p, |_| None).unwrap();
+        assert_eq!(config.signature, floe_iceberg::s3tables::Signature::SigV4);
         assert_eq!(oss_tables_host("https://example.com/iceberg"), None);
         assert_eq!(
             carried(CatalogKind::Rest, "rest.access-key-id").as_deref(),

@@ -1,4 +1,7 @@
-//! The S3 Tables control-plane API (REST-JSON, SigV4 `s3tables`), one method per operation.
+//! The S3 Tables control-plane API (REST-JSON), one method per operation, signed with SigV4
+//! (`s3tables`, as the AWS CLI signs) or, for OSS Tables, OSS4-HMAC-SHA256 (product
+//! `osstables`, as ossutil `tables-api` signs: then every call carries `Content-Type` and
+//! `Content-MD5`, as ossutil's requests do; see `s3tables.signature`).
 //!
 //! Paths and queries are built as botocore builds them (every path parameter percent-encoded
 //! with no safe characters, so an ARN's `:` and `/` become `%3A` and `%2F`); the
@@ -15,15 +18,26 @@ use serde_json::{Value, json};
 
 use super::config::S3TablesConfig;
 use super::error::{Call, control_plane_error, control_plane_transport_error};
-use crate::rest::auth::{SigV4Auth, SigningClock, system_clock};
+use crate::rest::auth::{OssTablesAuth, SigV4Auth, SigningClock, system_clock};
+use base64::Engine as _;
+use md5::Digest as _;
+
+use super::config::Signature;
 use crate::rest::client::{default_http_client, encode_segment};
+
+/// How a client signs.
+#[derive(Clone, Debug)]
+enum Auth {
+    SigV4(SigV4Auth),
+    OssV4(OssTablesAuth),
+}
 
 /// A signed client for one control-plane endpoint.
 #[derive(Clone)]
 pub struct S3TablesClient {
     http: reqwest::Client,
     endpoint: String,
-    signer: SigV4Auth,
+    signer: Auth,
 }
 
 impl fmt::Debug for S3TablesClient {
@@ -33,6 +47,28 @@ impl fmt::Debug for S3TablesClient {
             .field("signer", &self.signer)
             .finish_non_exhaustive()
     }
+}
+
+/// The table bucket a request is about, which OSS4 signs: the ARN in its path
+/// (`/buckets/<arn>`, `/namespaces/<arn>`, `/tables/<arn>/…`) or its `tableBucketARN` query
+/// (GetTable); none for CreateTableBucket.
+fn bucket_arn(request: &reqwest::Request) -> Option<String> {
+    let url = request.url();
+    let mut segments = url.path_segments()?;
+    let first = segments.next()?;
+    if matches!(first, "buckets" | "namespaces" | "tables")
+        && let Some(arn) = segments.next()
+    {
+        let arn = percent_encoding::percent_decode_str(arn)
+            .decode_utf8()
+            .ok()?;
+        if arn.starts_with("acs:") || arn.starts_with("arn:") {
+            return Some(arn.into_owned());
+        }
+    }
+    (url.query_pairs())
+        .find(|(k, _)| k == "tableBucketARN")
+        .map(|(_, v)| v.into_owned())
 }
 
 /// UpdateTableMetadataLocation's body, in botocore's member order.
@@ -59,15 +95,23 @@ impl S3TablesClient {
         http: reqwest::Client,
         clock: SigningClock,
     ) -> Self {
-        S3TablesClient {
-            http,
-            endpoint: config.endpoint.clone(),
-            signer: SigV4Auth::new(
+        let signer = match config.signature {
+            Signature::SigV4 => Auth::SigV4(SigV4Auth::new(
                 &config.signing_name,
                 &config.region,
                 config.credentials.clone(),
                 clock,
-            ),
+            )),
+            Signature::OssV4 => Auth::OssV4(OssTablesAuth::new(
+                &config.region,
+                config.credentials.clone(),
+                clock,
+            )),
+        };
+        S3TablesClient {
+            http,
+            endpoint: config.endpoint.clone(),
+            signer,
         }
     }
 
@@ -99,15 +143,32 @@ impl S3TablesClient {
             }
         }
         let mut builder = self.http.request(method.clone(), url.as_str());
-        if let Some(body) = body {
+        let oss = matches!(self.signer, Auth::OssV4(_));
+        if oss {
+            // As ossutil sends every call: JSON, with the body's MD5 (of nothing for a GET).
+            let md5 = md5::Md5::digest(body.as_deref().unwrap_or_default());
             builder = builder
                 .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .body(body);
+                .header(
+                    "content-md5",
+                    base64::engine::general_purpose::STANDARD.encode(md5),
+                );
+        } else if body.is_some() {
+            builder = builder.header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        if let Some(body) = body {
+            builder = builder.body(body);
         }
         let mut request = builder.build().map_err(|e| {
             floe_core::Error::invalid_input(format!("{what}: bad request url {url}")).with_source(e)
         })?;
-        self.signer.sign(&mut request).await?;
+        match &self.signer {
+            Auth::SigV4(s) => s.sign(&mut request).await?,
+            Auth::OssV4(s) => {
+                let arn = bucket_arn(&request);
+                s.sign(&mut request, arn.as_deref()).await?
+            }
+        }
         tracing::debug!(%method, %url, "s3tables request");
         let response = self
             .http

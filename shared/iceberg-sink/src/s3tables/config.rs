@@ -8,6 +8,7 @@
 //! | `s3tables.signing-region` | SigV4 region | `client.region`, then the ARN's region |
 //! | `s3tables.signing-name` | SigV4 signing name | `s3tables` |
 //! | `s3tables.access-key-id` / `s3tables.secret-access-key` / `s3tables.session-token` | keys | `s3.*` keys, then for an AWS warehouse the AWS default chain ([`crate::aws_chain`]: `AWS_*`, container credentials, profile, instance metadata), for an `acs:` warehouse Function Compute's role keys (the latest invocation's, else `ALIBABA_CLOUD_*`), then `AWS_*` |
+//! | `s3tables.signature` | `oss-v4` (OSS4-HMAC-SHA256, product `osstables`, as ossutil `tables-api` signs) or `sigv4` (SigV4 as `s3tables.signing-name`, as the AWS CLI signs) | `oss-v4` for an `acs:` warehouse or an `*.oss-tables.aliyuncs.com` endpoint, else `sigv4` |
 //! | `s3tables.managed-maintenance` | when floe creates a table, turn on the catalog's own snapshot management and compaction (`PutTableMaintenanceConfiguration`); compaction is turned off instead for a table whose rows floe replaces by position (`floe.on-change = replace`: `floe maintain` compacts those, moving its row records) | `true` |
 //! | `s3.*`, `client.*` | FileIO properties for metadata and data files | `client.region` = the signing region; `s3.endpoint` = `AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL` (AWS warehouses) |
 //! | `type`, `catalog-impl`, `io-impl`, `name` | read by whoever picks the catalog; ignored here | |
@@ -18,8 +19,18 @@ use std::collections::HashMap;
 
 use floe_core::{Error, Result};
 use floe_signing::CredentialSource;
+use reqwest::Url;
 
 use crate::rest::config::{Cloud, credentials_from};
+
+/// How control-plane requests are signed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signature {
+    /// AWS SigV4 (service `s3tables.signing-name`).
+    SigV4,
+    /// OSS4-HMAC-SHA256 with product `osstables`, as ossutil `tables-api` signs.
+    OssV4,
+}
 
 /// The S3 Tables catalog's configuration; see the module doc for the keys.
 #[derive(Clone, PartialEq, Eq)]
@@ -39,6 +50,8 @@ pub struct S3TablesConfig {
     pub file_io_props: HashMap<String, String>,
     /// `s3tables.managed-maintenance`: set the catalog's maintenance of the tables floe creates.
     pub managed_maintenance: bool,
+    /// `s3tables.signature`.
+    pub signature: Signature,
 }
 
 impl std::fmt::Debug for S3TablesConfig {
@@ -54,6 +67,7 @@ impl std::fmt::Debug for S3TablesConfig {
             .field("credentials", &self.credentials)
             .field("file_io_props", &io_keys)
             .field("managed_maintenance", &self.managed_maintenance)
+            .field("signature", &self.signature)
             .finish()
     }
 }
@@ -100,7 +114,8 @@ impl S3TablesConfig {
                 | "s3tables.access-key-id"
                 | "s3tables.secret-access-key"
                 | "s3tables.session-token"
-                | "s3tables.managed-maintenance" => {}
+                | "s3tables.managed-maintenance"
+                | "s3tables.signature" => {}
                 k if IGNORED_KEYS.contains(&k) => {}
                 k if k.starts_with("s3.") || k.starts_with("client.") => {
                     file_io_props.insert(k.to_owned(), props[key].clone());
@@ -168,7 +183,24 @@ impl S3TablesConfig {
         {
             file_io_props.insert("client.region".to_owned(), region.clone());
         }
+        let oss_tables_host = Url::parse(&endpoint).ok().is_some_and(|u| {
+            u.host_str()
+                .is_some_and(|h| h.ends_with(".oss-tables.aliyuncs.com"))
+        });
+        let signature = match get("s3tables.signature") {
+            None if !aws || oss_tables_host => Signature::OssV4,
+            None => Signature::SigV4,
+            Some(v) if v.eq_ignore_ascii_case("oss-v4") => Signature::OssV4,
+            Some(v) if v.eq_ignore_ascii_case("sigv4") => Signature::SigV4,
+            Some(v) => {
+                return Err(Error::config(
+                    "s3tables.signature",
+                    format!("`{v}`: expected oss-v4 or sigv4"),
+                ));
+            }
+        };
         Ok(S3TablesConfig {
+            signature,
             warehouse,
             endpoint,
             region,
