@@ -313,10 +313,13 @@ impl S3TablesClient {
             encode_segment(arn),
             encode_segment(namespace)
         );
-        let mut body = json!({"name": name, "format": "ICEBERG"});
+        // Members in key order, as the Go SDK (ossutil) marshals its request map: the OSS4
+        // signature covers the body's Content-MD5.
+        let mut body = json!({"format": "ICEBERG"});
         if let Some(m) = metadata {
             body["metadata"] = m.clone();
         }
+        body["name"] = json!(name);
         self.send_json(Call::Other, &what, Method::PUT, &path, &body)
             .await
     }
