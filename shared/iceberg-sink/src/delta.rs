@@ -217,11 +217,7 @@ pub async fn snapshot_updates(
         manifests.push(manifest);
     }
     if let Some(parent) = parent {
-        let list = table
-            .manifest_list_reader(parent)
-            .load()
-            .await
-            .map_err(|e| from_iceberg(e).while_doing("failed to read the current manifest list"))?;
+        let list = manifest_list(table, parent).await?;
         manifests.extend(
             (list.entries().iter())
                 .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
@@ -387,6 +383,18 @@ pub(crate) fn unique_snapshot_id(table: &Table) -> i64 {
     }
 }
 
+/// The manifest list of `snapshot` of `table`.
+pub(crate) async fn manifest_list(
+    table: &Table,
+    snapshot: &iceberg::spec::SnapshotRef,
+) -> Result<iceberg::spec::ManifestList> {
+    table
+        .manifest_list_reader(snapshot)
+        .load()
+        .await
+        .map_err(|e| from_iceberg(e).while_doing("failed to read the current manifest list"))
+}
+
 /// The data files among `paths` that the table's current snapshot holds, by path (a path the
 /// table no longer holds, or never held, is absent). Reads the manifest list and the data
 /// manifests whose files may include one of them.
@@ -403,11 +411,7 @@ pub async fn live_data_files(
         return Ok(out);
     }
     let io = table.file_io();
-    let list = table
-        .manifest_list_reader(snapshot)
-        .load()
-        .await
-        .map_err(|e| from_iceberg(e).while_doing("failed to read the current manifest list"))?;
+    let list = manifest_list(table, snapshot).await?;
     for manifest in list.entries() {
         if manifest.content != ManifestContentType::Data {
             continue;

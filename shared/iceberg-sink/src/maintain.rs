@@ -31,7 +31,7 @@ use iceberg::{TableRequirement, TableUpdate};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::from_iceberg;
-use crate::delta::{Made, finish_snapshot, main_at, unique_snapshot_id};
+use crate::delta::{Made, finish_snapshot, main_at, manifest_list, unique_snapshot_id};
 use crate::sources::SourceRows;
 use crate::writer::{TableWriter, WriterOptions};
 
@@ -48,29 +48,48 @@ impl Moved {
     /// Where rows `start..start + rows` of the old file are now (deleted ones are nowhere).
     pub fn map(&self, start: u64, rows: u64) -> Vec<SourceRows> {
         let mut out: Vec<SourceRows> = Vec::new();
-        for p in start..start + rows {
-            if self.deleted.binary_search(&p).is_ok() {
-                continue;
+        let end = start + rows;
+        // The range's surviving stretches, between its deleted positions; `d` deleted
+        // positions come before `at`, so its survivors start at ordinal `at - d`.
+        let (mut at, mut d) = (start, self.deleted.partition_point(|p| *p < start));
+        while at < end {
+            let stop = self
+                .deleted
+                .get(d)
+                .copied()
+                .filter(|p| *p < end)
+                .unwrap_or(end);
+            if at < stop {
+                self.map_ordinals(at - d as u64, stop - at, &mut out);
             }
-            let ordinal = p - self.deleted.partition_point(|d| *d < p) as u64;
-            let mut before = 0;
-            for run in &self.runs {
-                if ordinal < before + run.rows {
-                    let pos = run.start + (ordinal - before);
-                    match out.last_mut() {
-                        Some(l) if l.file == run.file && l.start + l.rows == pos => l.rows += 1,
-                        _ => out.push(SourceRows {
-                            file: run.file.clone(),
-                            start: pos,
-                            rows: 1,
-                        }),
-                    }
-                    break;
-                }
-                before += run.rows;
-            }
+            at = stop + 1;
+            d += 1;
         }
         out
+    }
+
+    /// Add where survivors `first..first + n` (ordinals among the old file's survivors) are.
+    fn map_ordinals(&self, first: u64, n: u64, out: &mut Vec<SourceRows>) {
+        let (lo, hi) = (first, first + n);
+        let mut before = 0;
+        for run in &self.runs {
+            let (from, to) = (lo.max(before), hi.min(before + run.rows));
+            if from < to {
+                let pos = run.start + (from - before);
+                match out.last_mut() {
+                    Some(l) if l.file == run.file && l.start + l.rows == pos => l.rows += to - from,
+                    _ => out.push(SourceRows {
+                        file: run.file.clone(),
+                        start: pos,
+                        rows: to - from,
+                    }),
+                }
+            }
+            before += run.rows;
+            if before >= hi {
+                break;
+            }
+        }
     }
 }
 
@@ -111,11 +130,7 @@ async fn live_entries(table: &Table) -> Result<Vec<(ManifestFile, Vec<ManifestEn
     let Some(snapshot) = table.metadata().current_snapshot() else {
         return Ok(Vec::new());
     };
-    let list = table
-        .manifest_list_reader(snapshot)
-        .load()
-        .await
-        .map_err(|e| from_iceberg(e).while_doing("failed to read the current manifest list"))?;
+    let list = manifest_list(table, snapshot).await?;
     let mut out = Vec::new();
     for manifest in list.entries() {
         let loaded = manifest
@@ -333,11 +348,7 @@ pub async fn rewrite_updates(
     let Some(parent) = metadata.current_snapshot() else {
         return Err(Error::unexpected("a rewrite of a table with no snapshot"));
     };
-    let list = table
-        .manifest_list_reader(parent)
-        .load()
-        .await
-        .map_err(|e| from_iceberg(e).while_doing("failed to read the current manifest list"))?;
+    let list = manifest_list(table, parent).await?;
     // The manifests listing a replaced file are merged into one manifest per kind of content
     // and partition spec: the files they keep as existing, the replaced ones as deleted (so a
     // table of a thousand one-file manifests is left with a few, not a thousand).

@@ -90,6 +90,19 @@ fn default_endpoint(warehouse: Option<&str>, region: &str) -> String {
     }
 }
 
+/// `s3tables.managed-maintenance` of a catalog's properties (default true).
+pub fn managed_maintenance(props: &HashMap<String, String>) -> Result<bool> {
+    match props.get("s3tables.managed-maintenance").map(|v| v.trim()) {
+        None | Some("") => Ok(true),
+        Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+        Some(v) => Err(Error::config(
+            "s3tables.managed-maintenance",
+            format!("`{v}`: expected true or false"),
+        )),
+    }
+}
+
 impl S3TablesConfig {
     /// Read the configuration (see the module doc); keys not set come from the `AWS_*`
     /// environment variables.
@@ -209,17 +222,7 @@ impl S3TablesConfig {
                 .to_owned(),
             credentials,
             file_io_props,
-            managed_maintenance: match get("s3tables.managed-maintenance") {
-                None => true,
-                Some(v) if v.eq_ignore_ascii_case("true") => true,
-                Some(v) if v.eq_ignore_ascii_case("false") => false,
-                Some(v) => {
-                    return Err(Error::config(
-                        "s3tables.managed-maintenance",
-                        format!("`{v}`: expected true or false"),
-                    ));
-                }
-            },
+            managed_maintenance: managed_maintenance(props)?,
         })
     }
 }

@@ -21,4 +21,4 @@ pub mod metadata;
 pub use admin::S3TablesAdmin;
 pub use catalog::S3TablesCatalog;
 pub use client::S3TablesClient;
-pub use config::{S3TablesConfig, Signature};
+pub use config::{S3TablesConfig, Signature, managed_maintenance};

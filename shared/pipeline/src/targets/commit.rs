@@ -325,11 +325,6 @@ impl Committer<'_> {
         force: bool,
         report: &mut CommitReport,
     ) -> Result<()> {
-        // 0. A compaction an earlier holder of the lease left moves the rows this commit may
-        // replace: finish it first (see `super::maintain`).
-        if !target.is_maxcompute() {
-            self.finish_maintenance(target).await?;
-        }
         // 1. Finish what an earlier committer started: first the commits already in the target
         // (done, or landed before their committer stopped), so their batches are marked before
         // any other record naming the same batches is looked at. (A record written by a

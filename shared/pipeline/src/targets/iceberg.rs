@@ -24,7 +24,15 @@ pub struct IcebergTarget {
     table: String,
     /// The table as [`Target::is_in`] loaded it, reused by [`Target::commit`].
     loaded: Mutex<Option<Table>>,
+    /// What the `rows/` records said when [`Target::commit`] worked out the replaced rows of
+    /// the commit it names: [`Target::settle`] of that commit starts from it instead of reading
+    /// them again (only this target's committer writes them meanwhile; a write that finds
+    /// them changed reads them again).
+    held: Mutex<Option<(String, Held)>>,
 }
+
+/// What the table holds of some objects, and each record's version.
+type Held = (HashMap<ObjKey, ObjectRows>, HashMap<ObjKey, Version>);
 
 impl IcebergTarget {
     /// The target for `table`.
@@ -32,6 +40,7 @@ impl IcebergTarget {
         IcebergTarget {
             table: table.to_owned(),
             loaded: Mutex::new(None),
+            held: Mutex::new(None),
         }
     }
 
@@ -75,7 +84,7 @@ impl IcebergTarget {
         cx: &Committer<'_>,
         target: &TargetId,
         incoming: &[(usize, &ObjectRows)],
-    ) -> Result<(HashMap<ObjKey, ObjectRows>, HashMap<ObjKey, Version>)> {
+    ) -> Result<Held> {
         let keys: BTreeSet<ObjKey> = (incoming.iter())
             .map(|(_, o)| (o.bucket.clone(), o.key.clone()))
             .collect();
@@ -97,17 +106,23 @@ impl IcebergTarget {
     /// The position delete files of a commit whose objects replace earlier rows, per batch:
     /// the rows of earlier versions (and of versions that never land) deleted by position.
     async fn replaced_rows(
+        &self,
         cx: &Committer<'_>,
         table: &Table,
-        target: &TargetId,
+        rec: &CommitRecord,
         batches: &[&BatchRecord],
     ) -> Result<HashMap<String, Vec<DataFile>>> {
+        let target = &rec.target;
         let incoming = incoming(batches, target);
         if incoming.is_empty() {
             return Ok(HashMap::new());
         }
-        let (held, _) = Self::held(cx, target, &incoming).await?;
+        // A compaction an earlier holder of the lease left moves the rows this commit replaces:
+        // finish it first (see `super::maintain`).
+        cx.finish_maintenance(target).await?;
+        let (held, versions) = Self::held(cx, target, &incoming).await?;
         let resolution = replace::resolve(&held, &incoming);
+        *self.held.lock().await = Some((rec.id.clone(), (held, versions)));
         // The data files they delete from: this commit's own, else the table's.
         let mut known: HashMap<String, DataFile> = HashMap::new();
         for b in batches {
@@ -176,7 +191,7 @@ impl Target for IcebergTarget {
             Some(self.load(cx).await?)
         };
         let replaced = match &table {
-            Some(t) => Self::replaced_rows(cx, t, &rec.target, &batches).await?,
+            Some(t) => self.replaced_rows(cx, t, rec, &batches).await?,
             None => HashMap::new(),
         };
         cx.faults.hit("commit.after-replaced-rows").await;
@@ -241,8 +256,12 @@ impl Target for IcebergTarget {
         ));
         // Only a committer of this target writes these records; one whose lease ran out may
         // still be settling the same commit, with the same outcome: a lost write is read again.
+        let mut known = self.held.lock().await.take();
         for _ in 0..5 {
-            let (held, versions) = Self::held(cx, &record.target, &incoming).await?;
+            let (held, versions) = match known.take() {
+                Some((id, held)) if id == record.id => held,
+                _ => Self::held(cx, &record.target, &incoming).await?,
+            };
             let changed = replace::settle(&held, &incoming);
             if changed.is_empty() {
                 return Ok(());

@@ -132,7 +132,7 @@ impl Committer<'_> {
             .get(ON_CHANGE_PROP)
             .map(String::as_str)
             == Some("replace");
-        if self.catalog_maintains() && !replaces {
+        if self.catalog_maintains()? && !replaces {
             report.skipped.push(
                 "the catalog maintains this table (s3tables.managed-maintenance): see \
                  `floe tables get-table-maintenance-job-status`"
@@ -215,11 +215,10 @@ impl Committer<'_> {
     /// Whether the catalog compacts and expires the tables floe creates itself: S3 Tables and
     /// OSS Tables, unless `s3tables.managed-maintenance = false`. (Tables whose rows floe
     /// replaces by position are created with the catalog's compaction off: floe keeps them.)
-    fn catalog_maintains(&self) -> bool {
-        let props = &self.config.catalog.props;
-        self.config.catalog.kind == floe_iceberg::CatalogKind::S3Tables
-            && !(props.get("s3tables.managed-maintenance"))
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    fn catalog_maintains(&self) -> Result<bool> {
+        let catalog = &self.config.catalog;
+        Ok(catalog.kind == floe_iceberg::CatalogKind::S3Tables
+            && floe_iceberg::s3tables::managed_maintenance(&catalog.props)?)
     }
 
     /// Finish (or drop) a compaction an earlier holder of the lease left: once its snapshot is
