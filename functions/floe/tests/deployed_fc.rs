@@ -410,6 +410,24 @@ async fn the_fc_stack_lands_rows_with_its_own_configuration() {
     drop(commit);
 
     assert_eq!(stack.iceberg_ids(), (0..13).collect::<Vec<_>>());
+
+    // The maintain resource (the commit package, its timer's payload `{"maintain": true}` as
+    // s.yaml sets it) maintains the table through the same gate and keeps its rows.
+    let maintain = stack.spawn("maintain");
+    let timer = json!({
+        "triggerTime": "2026-12-02T06:00:00Z",
+        "triggerName": "timer",
+        "payload": "{\"maintain\": true}",
+    });
+    let out = invoke(&maintain, "fc-maintain-1", timer.to_string().as_bytes());
+    assert_eq!(
+        out["maintained"][0]["table"],
+        "bronze.events",
+        "{out}\n{}",
+        maintain.log_tail()
+    );
+    drop(maintain);
+    assert_eq!(stack.iceberg_ids(), (0..13).collect::<Vec<_>>());
     let rows = stack.mc.rows(&format!("{PROJECT}.events"), None).unwrap();
     assert_eq!(rows.len(), 13, "{rows:?}");
     let (checked, refused) = stack.gate.gate_counts();

@@ -731,7 +731,14 @@ fn every_variant_of_the_fc_stack_is_read_by_floe() {
     for r in renders {
         let name = r["name"].as_str().unwrap_or("?");
         let functions = r["functions"].as_object().unwrap();
-        for function in ["ingest", "ingest-mns", "poll", "commit", "backfill"] {
+        for function in [
+            "ingest",
+            "ingest-mns",
+            "poll",
+            "commit",
+            "maintain",
+            "backfill",
+        ] {
             assert!(functions.contains_key(function), "{name}: no {function}");
             let toml = rendered_toml(r, function);
             let c =
