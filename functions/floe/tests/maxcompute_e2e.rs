@@ -35,6 +35,8 @@ struct Stand {
     dir: tempfile::TempDir,
     /// Credentials from the environment instead of the configuration.
     env_credentials: bool,
+    /// More variables for `floe run`.
+    env: Vec<(String, String)>,
 }
 
 impl Stand {
@@ -55,6 +57,7 @@ impl Stand {
             _rt: rt,
             dir,
             env_credentials: false,
+            env: Vec::new(),
         }
     }
 
@@ -104,6 +107,7 @@ impl Stand {
             cmd.env("ALIBABA_CLOUD_ACCESS_KEY_ID", ACCESS_ID)
                 .env("ALIBABA_CLOUD_ACCESS_KEY_SECRET", SECRET);
         }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         match fault {
             Some(f) => cmd.env("FLOE_FAULT", f),
             None => cmd.env_remove("FLOE_FAULT"),
@@ -308,6 +312,67 @@ fn appends_into_a_table_it_creates_and_keeps_no_staging_files() {
     let again = s.run();
     assert!(again.contains("nothing changed"), "{again}");
     assert_eq!(s.rows("events", None).len(), 5);
+}
+
+/// On ACK with RRSA (or anywhere the chain's later links apply) there are no keys in the
+/// configuration or in `ALIBABA_CLOUD_ACCESS_KEY_*`: `floe run` assumes the role with the OIDC
+/// token, once for the whole process, and signs MaxCompute's calls with the keys STS gave.
+#[test]
+fn keys_come_from_the_oidc_role_when_neither_the_configuration_nor_the_environment_has_any() {
+    use floe_testbed::alibaba_auth::{AlibabaAuthStandIn, OIDC_TOKEN};
+    let mut s = Stand::new();
+    s.env_credentials = false;
+    let sts = (s._rt)
+        .block_on(AlibabaAuthStandIn::start(Credentials::new(
+            "LTAI-none",
+            "none",
+        )))
+        .unwrap();
+    s.emu.set_credentials(AlibabaAuthStandIn::keys(1));
+    let token = s.path().join("oidc-token");
+    std::fs::write(&token, OIDC_TOKEN).unwrap();
+    let home = s.path().display().to_string();
+    s.env = [
+        ("HOME", home.as_str()),
+        ("ALIBABA_CLOUD_ROLE_ARN", "acs:ram::1:role/floe"),
+        (
+            "ALIBABA_CLOUD_OIDC_PROVIDER_ARN",
+            "acs:ram::1:oidc-provider/ack",
+        ),
+        ("ALIBABA_CLOUD_OIDC_TOKEN_FILE", token.to_str().unwrap()),
+        ("ALIBABA_CLOUD_STS_ENDPOINT", sts.endpoint().as_str()),
+        ("FLOE_LOG", "debug"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    // `config` writes the keys into the file when `env_credentials` is off: take them out.
+    s.config("table_name = \"events\"", &people_route("events/"));
+    let text = std::fs::read_to_string(s.path().join("floe.toml")).unwrap();
+    let text = text.replace(
+        &format!("accessId = \"{ACCESS_ID}\"\naccesskey = \"{SECRET}\"\n"),
+        "",
+    );
+    assert!(!text.contains("accessId"), "{text}");
+    std::fs::write(s.path().join("floe.toml"), text).unwrap();
+    s.put("events/a.ndjson", &ndjson(&[(1, "ann"), (2, "bob")]));
+
+    let (code, out, err) = s.floe(None);
+    assert_eq!(code, 0, "floe run failed:\n{out}\n{err}");
+    assert_eq!(s.rows("events", None), people(&[(1, "ann"), (2, "bob")]));
+    assert_eq!(sts.issued(), 1, "one STS session for the process");
+    assert!(err.contains("Alibaba Cloud credentials found"), "{err}");
+    let keys = AlibabaAuthStandIn::keys(1);
+    for secret in [
+        OIDC_TOKEN,
+        keys.access_key_secret().expose(),
+        keys.security_token().unwrap().expose(),
+    ] {
+        assert!(
+            !out.contains(secret) && !err.contains(secret),
+            "{secret} was printed"
+        );
+    }
 }
 
 #[test]

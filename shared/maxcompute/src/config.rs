@@ -323,7 +323,8 @@ impl MaxComputeSinkConfig {
     /// Credentials: `accessId`/`accesskey`/`sts_token` when set (used as they are), else the
     /// platform's: on Function Compute the keys of the latest invocation, else the environment
     /// (`ALIBABA_CLOUD_ACCESS_KEY_ID`, `…_SECRET`, `ALIBABA_CLOUD_SECURITY_TOKEN`) read now
-    /// through `env` (pass `|k| std::env::var(k).ok()`).
+    /// through `env` (pass `|k| std::env::var(k).ok()`), else the rest of the Alibaba credential
+    /// chain ([`floe_signing::alibaba`]: OIDC, profiles, the instance's RAM role).
     pub fn credentials(&self, env: impl Fn(&str) -> Option<String>) -> Result<CredentialSource> {
         if let (Some(id), Some(key)) = (
             self.access_id.as_deref().filter(|s| !s.is_empty()),
@@ -335,22 +336,7 @@ impl MaxComputeSinkConfig {
                 None => c,
             }));
         }
-        let get = |k: &str| env(k).filter(|v| !v.is_empty());
-        match (get(ENV_ACCESS_KEY_ID), get(ENV_ACCESS_KEY_SECRET)) {
-            (Some(id), Some(secret)) => {
-                let c = Credentials::new(id, Secret::new(secret));
-                Ok(CredentialSource::alibaba(match get(ENV_SECURITY_TOKEN) {
-                    Some(t) => c.with_security_token(Secret::new(t)),
-                    None => c,
-                }))
-            }
-            _ => Err(Error::config(
-                "accessId",
-                format!(
-                    "no credentials: set accessId and accesskey, or {ENV_ACCESS_KEY_ID} and {ENV_ACCESS_KEY_SECRET}"
-                ),
-            )),
-        }
+        Ok(floe_signing::alibaba::default_source(env))
     }
 
     /// The REST client configuration.
@@ -501,11 +487,11 @@ mod tests {
         let creds = source.configured().unwrap();
         assert_eq!(creds.access_key_id(), "EAK");
         assert_eq!(creds.security_token().map(Secret::expose), Some("ETOK"));
+        // No keys anywhere: the rest of the Alibaba chain, asked at the first request.
+        let source = c.credentials(|_| None).unwrap();
         assert!(
-            c.credentials(|_| None)
-                .unwrap_err()
-                .to_string()
-                .contains("accessId")
+            matches!(source, CredentialSource::AlibabaChain(_)),
+            "{source:?}"
         );
     }
 

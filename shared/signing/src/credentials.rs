@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | [`Static`](CredentialSource::Static) | the keys written in the configuration, always | every client whose keys are configured |
 //! | [`Alibaba`](CredentialSource::Alibaba) | the keys of the most recent Function Compute invocation (`x-fc-access-key-id`, `x-fc-access-key-secret`, `x-fc-security-token`, published with [`set_platform_credentials`] by the FC runtime before the handler runs), else the keys read from the environment at start (`ALIBABA_CLOUD_*`, which FC sets once per instance and never updates) | OSS (aws-sdk-s3 through the [`ProvideCredentials`] impl), MNS, MaxCompute, the SigV4 REST catalog of OSS Tables (`rest.signing-name = osstables`), the S3 Tables client on an `acs:` (OSS Tables) warehouse |
+//! | `AlibabaChain` (feature `alibaba`) | the latest FC invocation's keys, else the Alibaba credential chain past its environment link (OIDC / RRSA, the CLI and ini profiles, the instance's RAM role, a credentials URI; `crate::alibaba`), refreshed 15 minutes before they expire | the same clients, when neither the configuration nor `ALIBABA_CLOUD_ACCESS_KEY_*` give keys |
 //! | [`Aws`](CredentialSource::Aws) | an AWS credentials provider (the default chain: environment, profile, web identity, container credentials, instance metadata), cached until shortly before the keys expire | the SigV4 REST catalog of any other signing name, the S3 Tables client on an AWS warehouse |
 //!
 //! The aws-sdk clients (S3, SQS) use the default chain through the SDK itself, which refreshes
@@ -100,6 +101,11 @@ pub enum CredentialSource {
     Alibaba(Credentials),
     /// An AWS credentials provider (the default chain), cached until shortly before expiry.
     Aws(Arc<AwsCachedProvider>),
+    /// The Alibaba Cloud credential chain past its environment link (OIDC, profiles, the
+    /// instance's RAM role; see [`crate::alibaba`]): the latest FC invocation's keys, else the
+    /// chain's.
+    #[cfg(feature = "alibaba")]
+    AlibabaChain(Arc<crate::alibaba::AlibabaChain>),
 }
 
 /// The provider behind [`CredentialSource::Aws`] and the keys it last gave, with their expiry.
@@ -134,6 +140,8 @@ impl CredentialSource {
         match self {
             CredentialSource::Static(c) | CredentialSource::Alibaba(c) => Some(c),
             CredentialSource::Aws(_) => None,
+            #[cfg(feature = "alibaba")]
+            CredentialSource::AlibabaChain(_) => None,
         }
     }
 
@@ -145,6 +153,11 @@ impl CredentialSource {
                 Ok(platform_credentials().unwrap_or_else(|| from_env.clone()))
             }
             CredentialSource::Aws(p) => p.current().await,
+            #[cfg(feature = "alibaba")]
+            CredentialSource::AlibabaChain(chain) => match platform_credentials() {
+                Some(c) => Ok(c),
+                None => chain.current().await,
+            },
         }
     }
 }
@@ -180,6 +193,10 @@ impl PartialEq for CredentialSource {
             (CredentialSource::Static(a), CredentialSource::Static(b))
             | (CredentialSource::Alibaba(a), CredentialSource::Alibaba(b)) => a == b,
             (CredentialSource::Aws(a), CredentialSource::Aws(b)) => Arc::ptr_eq(a, b),
+            #[cfg(feature = "alibaba")]
+            (CredentialSource::AlibabaChain(a), CredentialSource::AlibabaChain(b)) => {
+                Arc::ptr_eq(a, b)
+            }
             _ => false,
         }
     }
@@ -199,6 +216,8 @@ impl fmt::Debug for CredentialSource {
             CredentialSource::Static(c) => f.debug_tuple("Static").field(c).finish(),
             CredentialSource::Alibaba(c) => f.debug_tuple("Alibaba").field(c).finish(),
             CredentialSource::Aws(p) => f.debug_tuple("Aws").field(p).finish(),
+            #[cfg(feature = "alibaba")]
+            CredentialSource::AlibabaChain(c) => f.debug_tuple("AlibabaChain").field(c).finish(),
         }
     }
 }

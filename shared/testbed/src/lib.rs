@@ -1,5 +1,6 @@
 //! Test support: local servers, protocol emulators and independent read-back checks.
 //!
+//! - [`alibaba_auth`]: STS and the ECS metadata service as the Alibaba credential chain calls them.
 //! - [`mns`]: an MNS queue emulator serving real HTTP on 127.0.0.1.
 //! - [`functions`]: running a function binary under the Lambda emulator or as an FC server.
 //! - [`lambda`]: a Lambda Runtime API emulator serving real HTTP on 127.0.0.1.
@@ -13,6 +14,7 @@
 //!   `moto_server` (S3 / SQS / S3 Tables), `lakana-server` (Iceberg REST); and the
 //!   one-request-at-a-time front used before `s3s-fs` for compare-and-set tests.
 
+pub mod alibaba_auth;
 pub mod duckdb;
 pub mod functions;
 pub mod lambda;

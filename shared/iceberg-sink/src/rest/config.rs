@@ -270,7 +270,8 @@ pub(crate) enum Cloud {
 /// Where a SigV4 signer takes its keys: the first of `sources` (`[key id, secret, session
 /// token]` property names) that sets a key id, used as it is; else for [`Cloud::Alibaba`]
 /// Function Compute's role keys (the latest invocation's, else `ALIBABA_CLOUD_*` read now), then
-/// keys exported as `AWS_*` (someone reaching OSS Tables from their own machine); else for
+/// keys exported as `AWS_*` (someone reaching OSS Tables from their own machine), then the rest
+/// of the Alibaba credential chain ([`floe_signing::alibaba`]); else for
 /// [`Cloud::Aws`] the AWS default chain. The parts of one source are never mixed with another's:
 /// a session token in the environment is not attached to keys from the properties.
 pub(crate) fn credentials_from<'a>(
@@ -294,34 +295,21 @@ pub(crate) fn credentials_from<'a>(
     if cloud == Cloud::Aws {
         return Ok(crate::aws_chain::default_chain());
     }
-    let env = |k: &str| env(k).filter(|v| !v.is_empty());
-    let keys = |[id, secret, token]: [&str; 3]| {
-        Some(
-            Credentials::new(env(id)?, env(secret)?)
-                .with_security_token(env(token).unwrap_or_default()),
-        )
-    };
-    if let Some(c) = keys([
-        "ALIBABA_CLOUD_ACCESS_KEY_ID",
-        "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
-        "ALIBABA_CLOUD_SECURITY_TOKEN",
-    ]) {
-        return Ok(CredentialSource::alibaba(c));
+    let nonempty = |k: &str| env(k).filter(|v| !v.is_empty());
+    let alibaba = floe_signing::alibaba::default_source(env);
+    if matches!(alibaba, CredentialSource::Alibaba(_)) {
+        return Ok(alibaba);
     }
-    if let Some(c) = keys([
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-    ]) {
-        return Ok(CredentialSource::fixed(c));
+    if let (Some(id), Some(secret)) = (
+        nonempty("AWS_ACCESS_KEY_ID"),
+        nonempty("AWS_SECRET_ACCESS_KEY"),
+    ) {
+        return Ok(CredentialSource::fixed(
+            Credentials::new(id, secret)
+                .with_security_token(nonempty("AWS_SESSION_TOKEN").unwrap_or_default()),
+        ));
     }
-    let first = sources.first().map_or("access-key-id", |s| s[0]);
-    Err(Error::config(
-        first,
-        "no access key: set it, or ALIBABA_CLOUD_ACCESS_KEY_ID and \
-         ALIBABA_CLOUD_ACCESS_KEY_SECRET (Function Compute sets them), or AWS_ACCESS_KEY_ID and \
-         AWS_SECRET_ACCESS_KEY",
-    ))
+    Ok(alibaba)
 }
 
 /// Java's `Boolean.parseBoolean` plus the usual spellings of yes and no.
@@ -501,7 +489,8 @@ mod tests {
             credentials.security_token().map(Secret::expose),
             Some("fc-token")
         );
-        let e = RestCatalogConfig::from_props_with_env(
+        // Without keys anywhere the rest of the Alibaba chain is asked, at the first request.
+        let c = RestCatalogConfig::from_props_with_env(
             &props(&[
                 ("uri", "https://h"),
                 ("rest.sigv4-enabled", "true"),
@@ -510,8 +499,18 @@ mod tests {
             ]),
             no_env,
         )
-        .unwrap_err();
-        assert!(e.to_string().contains("ALIBABA_CLOUD_ACCESS_KEY_ID"), "{e}");
+        .unwrap();
+        assert!(
+            matches!(
+                c.auth,
+                AuthConfig::SigV4 {
+                    credentials: CredentialSource::AlibabaChain(_),
+                    ..
+                }
+            ),
+            "{:?}",
+            c.auth
+        );
     }
 
     #[test]
@@ -550,16 +549,6 @@ mod tests {
             (
                 vec![("uri", "http://h"), ("rest.sigv4-enabled", "true")],
                 "rest.signing-region",
-            ),
-            (
-                // OSS Tables without keys anywhere (AWS signers fall back to the default chain).
-                vec![
-                    ("uri", "http://h"),
-                    ("rest.sigv4-enabled", "true"),
-                    ("rest.signing-name", "osstables"),
-                    ("rest.signing-region", "r"),
-                ],
-                "rest.access-key-id",
             ),
             (
                 vec![("uri", "http://h"), ("token", "t"), ("credential", "c")],

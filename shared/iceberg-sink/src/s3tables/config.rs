@@ -7,7 +7,7 @@
 //! | `uri` | control-plane endpoint | `AWS_ENDPOINT_URL_S3TABLES`, then `AWS_ENDPOINT_URL`, then `https://s3tables.<region>.amazonaws.com`; for an `acs:` ARN `https://<region>.oss-tables.aliyuncs.com` |
 //! | `s3tables.signing-region` | SigV4 region | `client.region`, then the ARN's region |
 //! | `s3tables.signing-name` | SigV4 signing name | `s3tables` |
-//! | `s3tables.access-key-id` / `s3tables.secret-access-key` / `s3tables.session-token` | keys | `s3.*` keys, then for an AWS warehouse the AWS default chain ([`crate::aws_chain`]: `AWS_*`, container credentials, profile, instance metadata), for an `acs:` warehouse Function Compute's role keys (the latest invocation's, else `ALIBABA_CLOUD_*`), then `AWS_*` |
+//! | `s3tables.access-key-id` / `s3tables.secret-access-key` / `s3tables.session-token` | keys | `s3.*` keys, then for an AWS warehouse the AWS default chain ([`crate::aws_chain`]: `AWS_*`, container credentials, profile, instance metadata), for an `acs:` warehouse Function Compute's role keys (the latest invocation's, else `ALIBABA_CLOUD_*`), then `AWS_*`, then the rest of the Alibaba credential chain (OIDC, profiles, the instance's RAM role: `floe_signing::alibaba`) |
 //! | `s3tables.signature` | `oss-v4` (OSS4-HMAC-SHA256, product `osstables`, as ossutil `tables-api` signs) or `sigv4` (SigV4 as `s3tables.signing-name`, as the AWS CLI signs) | `oss-v4` for an `acs:` warehouse or an `*.oss-tables.aliyuncs.com` endpoint, else `sigv4` |
 //! | `s3tables.managed-maintenance` | when floe creates a table, turn on the catalog's own snapshot management and compaction (`PutTableMaintenanceConfiguration`); compaction is turned off instead for a table whose rows floe replaces by position (`floe.on-change = replace`: `floe maintain` compacts those, moving its row records) | `true` |
 //! | `s3.*`, `client.*` | FileIO properties for metadata and data files | `client.region` = the signing region; `s3.endpoint` = `AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL` (AWS warehouses) |
@@ -308,6 +308,18 @@ mod tests {
             panic!("{:?}", c.credentials)
         };
         assert_eq!(keys.access_key_id(), "env-ALIBABA_CLOUD_ACCESS_KEY_ID");
+        // OSS Tables without keys anywhere: the rest of the Alibaba chain, asked at the first
+        // request (AWS warehouses fall back to the AWS default chain).
+        let c = S3TablesConfig::from_props_with_env(
+            &props(&[("warehouse", "acs:osstables:cn-hangzhou:1:bucket/b")]),
+            |_| None,
+        )
+        .unwrap();
+        assert!(
+            matches!(c.credentials, CredentialSource::AlibabaChain(_)),
+            "{:?}",
+            c.credentials
+        );
     }
 
     #[test]
@@ -318,11 +330,6 @@ mod tests {
             (
                 vec![("client.region", "r"), ("uri", "s3tables.local")],
                 "uri",
-            ),
-            // OSS Tables without keys anywhere (AWS warehouses fall back to the default chain).
-            (
-                vec![("warehouse", "acs:osstables:cn-hangzhou:1:bucket/b")],
-                "s3tables.access-key-id",
             ),
             (
                 vec![("client.region", "r"), ("s3tables.access-key-id", "a")],

@@ -153,7 +153,8 @@ impl CloudSource {
 }
 
 /// MNS keys from the configuration (as they are), else the platform's: on Function Compute the
-/// latest invocation's keys, else the `ALIBABA_CLOUD_*` environment variables read now.
+/// latest invocation's keys, else the `ALIBABA_CLOUD_*` environment variables read now, else the
+/// rest of the Alibaba credential chain ([`floe_signing::alibaba`]).
 fn mns_credentials(
     id: Option<&str>,
     secret: Option<&Secret>,
@@ -167,26 +168,7 @@ fn mns_credentials(
             None => c,
         }));
     }
-    let get = |k: &str| env(k).filter(|v| !v.is_empty());
-    match (
-        get("ALIBABA_CLOUD_ACCESS_KEY_ID"),
-        get("ALIBABA_CLOUD_ACCESS_KEY_SECRET"),
-    ) {
-        (Some(id), Some(secret)) => {
-            let c = Credentials::new(id, Secret::new(secret));
-            Ok(CredentialSource::alibaba(
-                match get("ALIBABA_CLOUD_SECURITY_TOKEN") {
-                    Some(t) => c.with_security_token(Secret::new(t)),
-                    None => c,
-                },
-            ))
-        }
-        _ => Err(Error::config(
-            "source.access-key-id",
-            "no mns credentials: set access-key-id and access-key-secret, or \
-             ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
-        )),
-    }
+    Ok(floe_signing::alibaba::default_source(env))
 }
 
 /// A configuration error of a queue crate, named under `section` (`source.endpoint`).
@@ -215,8 +197,9 @@ mod tests {
         };
         assert_eq!(c.access_key_id(), "env-ALIBABA_CLOUD_ACCESS_KEY_ID");
         assert!(c.security_token().is_some());
-        let e = mns_credentials(None, None, None, |_| None).unwrap_err();
-        assert!(e.to_string().contains("`source.access-key-id`"), "{e}");
+        // No keys anywhere: the rest of the Alibaba chain, asked at the first request.
+        let s = mns_credentials(None, None, None, |_| None).unwrap();
+        assert!(matches!(s, CredentialSource::AlibabaChain(_)), "{s:?}");
     }
 
     #[test]

@@ -7,29 +7,16 @@ use std::time::Duration;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{RequestChecksumCalculation, ResponseChecksumValidation};
-use floe_core::{Error, Provider, Result};
+use floe_core::{Provider, Result};
 use floe_signing::aws::AwsConfigBuilder;
 use floe_signing::{CredentialSource, Credentials};
 
 use super::config::{ChecksumPolicy, S3StoreConfig};
 
-/// Environment variables tried for OSS keys, in order: (id, secret, token).
-const OSS_ENV: [(&str, &str, &str); 2] = [
-    (
-        "ALIBABA_CLOUD_ACCESS_KEY_ID",
-        "ALIBABA_CLOUD_ACCESS_KEY_SECRET",
-        "ALIBABA_CLOUD_SECURITY_TOKEN",
-    ),
-    (
-        "OSS_ACCESS_KEY_ID",
-        "OSS_ACCESS_KEY_SECRET",
-        "OSS_SESSION_TOKEN",
-    ),
-];
-
 /// Keys from the configuration (static), or for OSS the platform's (Function Compute's latest
 /// per-invocation keys, else `ALIBABA_CLOUD_*` read now), else the OSS SDKs' variables
-/// (static); `None` means "use the AWS default chain".
+/// (`OSS_ACCESS_KEY_*`, static), else the rest of the Alibaba credential chain
+/// ([`floe_signing::alibaba`]); `None` means "use the AWS default chain".
 pub(crate) fn credential_source(
     config: &S3StoreConfig,
     env: impl Fn(&str) -> Option<String>,
@@ -47,25 +34,23 @@ pub(crate) fn credential_source(
     if config.provider != Provider::Oss {
         return Ok(None);
     }
-    for (id_var, secret_var, token_var) in OSS_ENV {
-        let nonempty = |v: &str| env(v).filter(|s| !s.is_empty());
-        if let (Some(id), Some(secret)) = (nonempty(id_var), nonempty(secret_var)) {
-            let c = Credentials::new(id, secret)
-                .with_security_token(nonempty(token_var).unwrap_or_default());
-            // FC's role keys follow each invocation's; keys a user set under the OSS SDKs'
-            // names are theirs and stay as they are.
-            return Ok(Some(if id_var == "ALIBABA_CLOUD_ACCESS_KEY_ID" {
-                CredentialSource::alibaba(c)
-            } else {
-                CredentialSource::fixed(c)
-            }));
-        }
+    let alibaba = floe_signing::alibaba::default_source(&env);
+    if matches!(alibaba, CredentialSource::Alibaba(_)) {
+        // FC's role keys follow each invocation's.
+        return Ok(Some(alibaba));
     }
-    Err(Error::config(
-        "access-key-id",
-        "no oss credentials: set the access keys, or ALIBABA_CLOUD_ACCESS_KEY_ID and \
-         ALIBABA_CLOUD_ACCESS_KEY_SECRET (Function Compute sets them)",
-    ))
+    let nonempty = |v: &str| env(v).filter(|s| !s.is_empty());
+    if let (Some(id), Some(secret)) = (
+        nonempty("OSS_ACCESS_KEY_ID"),
+        nonempty("OSS_ACCESS_KEY_SECRET"),
+    ) {
+        // Keys a user set under the OSS SDKs' names are theirs and stay as they are.
+        return Ok(Some(CredentialSource::fixed(
+            Credentials::new(id, secret)
+                .with_security_token(nonempty("OSS_SESSION_TOKEN").unwrap_or_default()),
+        )));
+    }
+    Ok(Some(alibaba))
 }
 
 /// Build the SDK client. Reads the environment (credentials, region) but makes no request.
@@ -139,8 +124,12 @@ mod tests {
         let c = source.configured().unwrap();
         assert_eq!((c.access_key_id(), c.security_token()), ("LTAI", None));
 
-        let e = credential_source(&oss, |_| None).unwrap_err();
-        assert!(e.to_string().contains("ALIBABA_CLOUD_ACCESS_KEY_ID"), "{e}");
+        // No keys anywhere: the rest of the Alibaba chain, asked at the first request.
+        let source = credential_source(&oss, |_| None).unwrap().unwrap();
+        assert!(
+            matches!(source, CredentialSource::AlibabaChain(_)),
+            "{source:?}"
+        );
         // S3 without keys: the AWS default chain.
         let s3 = S3StoreConfig::new(Provider::S3, "b");
         assert!(credential_source(&s3, fc).unwrap().is_none());
