@@ -732,7 +732,7 @@ fn bad_values_are_dead_lettered_and_the_rest_lands() {
          schema = '{\"fields\":[{\"name\":\"id\",\"type\":\"string\"},{\"name\":\"amount\",\"type\":\"double\"},{\"name\":\"name\",\"type\":\"string\"}]}'\n";
     let data = "{\"id\":\"1\",\"amount\":1.5,\"name\":\"a\"}\n{\"id\":\"x2\",\"amount\":2.0,\"name\":\"b\"}\n\
                 {\"id\":\"3\",\"amount\":123456.78,\"name\":\"c\"}\n{\"id\":\"4\",\"amount\":4.25,\"name\":\"d\"}\n";
-    let stand = |on_error: &str| {
+    let stand = |on_error: &str, format: &str| {
         let s = Stand::new();
         s.create(
             "prices",
@@ -743,56 +743,63 @@ fn bad_values_are_dead_lettered_and_the_rest_lands() {
             ],
         );
         s.config(
-            "table_name = \"prices\"",
+            &format!("table_name = \"prices\"\ntunnel_format = \"{format}\""),
             &format!("{route}on-error = \"{on_error}\"\n"),
         );
         s.put("prices/p.ndjson", data);
         s
     };
 
-    let s = stand("dead-letter");
-    let out = s.run();
-    assert!(
-        out.lines().any(|l| l.contains("committed proj.prices:")
-            && l.contains(" 2 rows (2 bad rows set aside)")),
-        "{out}"
-    );
-    // Iceberg takes every row (its schema has them as text and doubles); MaxCompute two.
-    assert_eq!(s.iceberg("lake.prices")["count"], 4);
-    assert_eq!(s.pick("prices", &["id", "name"]), [["1", "a"], ["4", "d"]]);
-    let mut dl = s.dead_letters();
-    dl.sort_by_key(|d| d["line"].as_u64());
-    assert_eq!(dl.len(), 2, "{dl:?}");
-    assert_eq!(dl[0]["line"], 2);
-    assert!(
-        dl[0]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("column `id`: text `x2` is not an integer"),
-        "{}",
-        dl[0]
-    );
-    assert_eq!(dl[1]["line"], 3);
-    assert!(
-        dl[1]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("column `amount`")
-            && dl[1]["reason"].as_str().unwrap().contains("decimal(5,2)"),
-        "{}",
-        dl[1]
-    );
-    assert!(dl[1]["url"].as_str().unwrap().ends_with(".parquet"));
-    assert!(dl[1]["raw"].as_str().unwrap().contains("123456.78"));
-    s.run();
-    assert_eq!(s.dead_letters().len(), 2);
+    // Both tunnel formats land the same rows and set aside the same ones, for the same reasons.
+    for format in ["record", "arrow"] {
+        let s = stand("dead-letter", format);
+        let out = s.run();
+        assert!(
+            out.lines().any(|l| l.contains("committed proj.prices:")
+                && l.contains(" 2 rows (2 bad rows set aside)")),
+            "{out}"
+        );
+        // Iceberg takes every row (its schema has them as text and doubles); MaxCompute two.
+        assert_eq!(s.iceberg("lake.prices")["count"], 4);
+        assert_eq!(s.pick("prices", &["id", "name"]), [["1", "a"], ["4", "d"]]);
+        let mut dl = s.dead_letters();
+        dl.sort_by_key(|d| d["line"].as_u64());
+        assert_eq!(dl.len(), 2, "{dl:?}");
+        assert_eq!(dl[0]["line"], 2);
+        assert!(
+            dl[0]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("column `id`: text `x2` is not an integer"),
+            "{}",
+            dl[0]
+        );
+        assert_eq!(dl[1]["line"], 3);
+        assert!(
+            dl[1]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("column `amount`")
+                && dl[1]["reason"].as_str().unwrap().contains("decimal(5,2)"),
+            "{}",
+            dl[1]
+        );
+        assert!(dl[1]["url"].as_str().unwrap().ends_with(".parquet"));
+        assert!(dl[1]["raw"].as_str().unwrap().contains("123456.78"));
+        s.run();
+        assert_eq!(s.dead_letters().len(), 2);
+        let arrow_blocks = (s.emu.requests().iter())
+            .filter(|r| r.method == "PUT" && r.target.ends_with("&arrow"))
+            .count();
+        assert_eq!(arrow_blocks, usize::from(format == "arrow"), "{format}");
+    }
 
-    let s = stand("skip");
+    let s = stand("skip", "record");
     s.run();
     assert_eq!(s.pick("prices", &["id"]), [["1"], ["4"]]);
     assert!(s.dead_letters().is_empty());
 
-    let s = stand("fail");
+    let s = stand("fail", "record");
     let (code, out, err) = s.floe(None);
     assert_ne!(code, 0, "{out}");
     assert!(err.contains("on-error = fail"), "{err}");

@@ -36,6 +36,32 @@ pub enum InsertStrategy {
     Upsert,
 }
 
+/// `tunnel_format`: how upload blocks are encoded (floe's own option; SeaTunnel's sink has only
+/// the record format).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TunnelFormat {
+    /// The record (protobuf) format.
+    #[default]
+    Record,
+    /// Arrow record batches ([`crate::arrow_block`]); upsert sessions keep the record format.
+    Arrow,
+}
+
+impl FromStr for TunnelFormat {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "record" => Ok(TunnelFormat::Record),
+            "arrow" => Ok(TunnelFormat::Arrow),
+            _ => Err(Error::config(
+                "tunnel_format",
+                format!("must be record or arrow, got `{s}`"),
+            )),
+        }
+    }
+}
+
 /// The sink's options. `Debug` hides `accesskey` and `sts_token`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +118,9 @@ pub struct MaxComputeSinkConfig {
     /// `insert_strategy`: `upload` or `upsert`; default `upload`.
     #[serde(default, deserialize_with = "named_enum")]
     pub insert_strategy: InsertStrategy,
+    /// `tunnel_format`: `record` or `arrow`; default `record`.
+    #[serde(default, deserialize_with = "named_enum")]
+    pub tunnel_format: TunnelFormat,
     /// `multi_table_sink_replica`: SeaTunnel's writers per table in multi-table mode; only 1
     /// (the default) is accepted, see [`MaxComputeSinkConfig::validate`].
     #[serde(default = "one")]

@@ -25,12 +25,13 @@
 //! after a crash: match resume(&tunnel, &record)? { Committed | Upload(s) | Upsert(s) | Expired }
 //! ```
 //!
-//! Modules: [`config`], [`client`] (REST), [`instance`] (SQL jobs), [`meta`] (table ids and
+//! Modules: [`arrow_block`] (upload blocks in the tunnel's Arrow format), [`config`], [`client`] (REST), [`instance`] (SQL jobs), [`meta`] (table ids and
 //! metadata), [`partition`], [`tunnel`], [`upload`], [`upsert`], [`download`] (record counts),
 //! [`session`] (checkpoint record
 //! and recovery), [`types`] (type mapping), [`rows`] (Arrow → rows), [`datetime`], [`sql`],
 //! [`template`], [`save_mode`], [`sink`] (start-up in one place), [`error`].
 
+pub mod arrow_block;
 pub mod client;
 pub mod config;
 pub mod datetime;
@@ -52,8 +53,9 @@ pub mod upload;
 pub mod upsert;
 mod xml;
 
+pub use arrow_block::ArrowBlockEncoder;
 pub use client::{ClientConfig, MaxComputeClient};
-pub use config::{InsertStrategy, MaxComputeSinkConfig};
+pub use config::{InsertStrategy, MaxComputeSinkConfig, TunnelFormat};
 pub use instance::{InstanceStatus, SqlOutput, TaskResult};
 pub use meta::{PartitionColumn, TableId, TableMeta};
 pub use partition::PartitionSpec;

@@ -252,6 +252,33 @@ impl PreparedBatch<'_> {
     }
 }
 
+impl PreparedBatch<'_> {
+    /// The columns of the target, in order.
+    pub(crate) fn column_count(&self) -> usize {
+        self.converter.plan.len()
+    }
+
+    /// Column `j`'s name, type, nullability and source array (`None`: no source, all null).
+    pub(crate) fn column(&self, j: usize) -> (&str, &DataType, bool, Option<&ArrayRef>) {
+        let p = &self.converter.plan[j];
+        (&p.name, &p.data_type, p.nullable, self.columns[j].as_ref())
+    }
+
+    /// Row `i`'s value of column `j`, converted as [`PreparedBatch::row`] converts it (nullability
+    /// not checked).
+    pub(crate) fn value(&self, j: usize, i: usize) -> Conv<Value> {
+        match &self.columns[j] {
+            None => Ok(Value::Null),
+            Some(array) => convert(
+                array.as_ref(),
+                i,
+                &self.converter.plan[j].data_type,
+                &self.converter.format,
+            ),
+        }
+    }
+}
+
 /// Whether values of Arrow type `a` can ever fill a column of type `t` (row-level checks do
 /// the rest).
 fn fits(a: &ArrowType, t: &DataType) -> bool {
@@ -346,7 +373,7 @@ enum Scalar<'a> {
     Time(i64),
 }
 
-type Conv<T> = std::result::Result<T, String>;
+pub(crate) type Conv<T> = std::result::Result<T, String>;
 
 fn convert(array: &dyn Array, i: usize, t: &DataType, fmt: &DateTimeFormat) -> Conv<Value> {
     if array.is_null(i) {

@@ -269,6 +269,16 @@ impl UploadSession {
     /// PUT one encoded block (the bytes of [`BlockEncoder::finish`]) as `block_id`, compressed
     /// with the tunnel's compression. Writing the same id again replaces the block.
     pub async fn write_block(&self, block_id: u32, block: &[u8]) -> Result<()> {
+        self.put_block(block_id, block, false).await
+    }
+
+    /// PUT one Arrow-format block (the bytes of [`crate::ArrowBlockEncoder::finish`]) as
+    /// `block_id`: the same request with an empty `arrow` query parameter.
+    pub async fn write_arrow_block(&self, block_id: u32, block: &[u8]) -> Result<()> {
+        self.put_block(block_id, block, true).await
+    }
+
+    async fn put_block(&self, block_id: u32, block: &[u8], arrow: bool) -> Result<()> {
         let what = self.what();
         if block_id > MAX_BLOCK_ID {
             return Err(Error::invalid_input(format!(
@@ -279,8 +289,11 @@ impl UploadSession {
             .tunnel
             .request(Method::PUT, self.table.resource(), self.partition.as_ref())
             .query("uploadid", self.id.clone())
-            .query("blockid", block_id.to_string())
-            .header("Content-Type", "application/octet-stream");
+            .query("blockid", block_id.to_string());
+        if arrow {
+            req = req.query("arrow", String::new());
+        }
+        req = req.header("Content-Type", "application/octet-stream");
         let body = match self.tunnel.compression {
             Some(c) => {
                 req = req.header("Content-Encoding", c.content_encoding());
@@ -295,7 +308,7 @@ impl UploadSession {
         if !resp.is_success() {
             return Err(resp.error(&op, &what));
         }
-        tracing::info!(session = %self.id, table = %self.table, block = block_id, bytes, "tunnel block written");
+        tracing::info!(session = %self.id, table = %self.table, block = block_id, bytes, arrow, "tunnel block written");
         Ok(())
     }
 

@@ -36,6 +36,7 @@
 //! | `tunnel_endpoint` | asked of the service | tunnel URL |
 //! | `tunnel_name` | none | tunnel quota |
 //! | `insert_strategy` | `upload` | `upsert` sends every row through an upsert session (primary key needed) |
+//! | `tunnel_format` | `record` | floe's own: `arrow` sends upload blocks as Arrow record batches (what pyodps's and the Java SDK's Arrow writers send) instead of protobuf records; upsert sessions keep the record format. Tables with interval, `json`, complex or legacy/wide `decimal` columns are refused under `arrow` |
 //! | `staging-location` | beside the checkpoint | floe's own: where routes whose only target is MaxCompute stage their Parquet files, see [`crate::targets::staging`] |
 //! | `multi_table_sink_replica` | 1 | only 1: floe writes a table with one writer per batch and commits it from one committer at a time (its lease); parallel writers are function instances. Other values are refused |
 //!
@@ -124,6 +125,7 @@ pub fn section(o: &Opts<'_>) -> Result<MaxComputeSinkConfig> {
         "tunnel_endpoint",
         "tunnel_name",
         "insert_strategy",
+        "tunnel_format",
     ] {
         if let Some(v) = o.string(key)? {
             m.insert(key.into(), v.into());

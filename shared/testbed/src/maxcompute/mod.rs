@@ -15,7 +15,8 @@
 //! (buckets on slots, routing header with 308 on a moved bucket, hash routing check, upsert and
 //! delete applied by primary key at commit, `COMMITTING` for a configurable number of reloads);
 //! SQL jobs (the save modes' statements) that report `Running` before
-//! `Terminated`; blocks decoded with `floe-tunnel-codec` (compression and CRCs checked).
+//! `Terminated`; blocks decoded with `floe-tunnel-codec` (compression and CRCs checked), in the
+//! record format or, with the `arrow` query parameter, the Arrow format (`arrow.rs`).
 //!
 //! Choices where the service's behaviour is not documented (tests should not lean on more):
 //! writing to or committing a session that is not open answers 409 `StatusConflict`; an unknown
@@ -24,6 +25,7 @@
 //! Time: the clock is the system clock plus [`MaxComputeEmulator::advance_clock`]'s offset, so
 //! session expiry is tested without waiting.
 
+mod arrow;
 mod faults;
 mod model;
 mod rest;

@@ -283,6 +283,10 @@ fn decode(req: &Incoming, schema: &TableSchema) -> Result<Vec<Vec<Value>>, Reply
             .map_err(|e| bad(e.to_string()))?,
         None => req.body.clone(),
     };
+    if req.param("arrow").is_some() {
+        return super::arrow::decode_arrow_block(schema, &raw)
+            .map_err(|e| bad(format!("arrow block refused: {e}")));
+    }
     decode_block(schema, &raw)
         .map(|b| b.records)
         .map_err(|e| bad(format!("block refused: {e}")))

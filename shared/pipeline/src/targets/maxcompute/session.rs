@@ -6,7 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 use floe_core::{Error, ErrorKind, Result};
 use floe_maxcompute::upload::MAX_BLOCK_ID;
 use floe_maxcompute::{
-    BatchConverter, MaxComputeSinkConfig, RowKind, TableMeta, UploadSession, UpsertSession,
+    ArrowBlockEncoder, BatchConverter, MaxComputeSinkConfig, RowKind, TableMeta, TunnelFormat,
+    UploadSession, UpsertSession,
 };
 use floe_tunnel_codec::BlockEncoder;
 use iceberg::table::Table;
@@ -16,6 +17,38 @@ use super::bad_rows::{KindColumn, bad_row, row_error_reason};
 use super::readback::read_error;
 use crate::protocol::records::CommitRecord;
 use crate::targets::Committer;
+
+/// One upload block being encoded, in the configured `tunnel_format`.
+enum Block {
+    Record(BlockEncoder),
+    Arrow(ArrowBlockEncoder),
+}
+
+impl Block {
+    fn record_count(&self) -> u64 {
+        match self {
+            Block::Record(e) => e.record_count(),
+            Block::Arrow(e) => e.record_count(),
+        }
+    }
+}
+
+/// Why row `i` cannot go into an upload session at all (its kind), before conversion.
+fn refusal(kinds: &KindColumn, i: usize, meta: &TableMeta) -> Option<String> {
+    match kinds.kind(i) {
+        Ok(RowKind::Insert) => None,
+        Ok(_) if kinds.changelog => None,
+        Ok(RowKind::UpdateBefore) => RowKind::UpdateBefore
+            .operation()
+            .err()
+            .map(|e| e.to_string()),
+        Ok(_) => Some(format!(
+            "update and delete rows need an upsert session, and maxcompute table {} has no primary key",
+            meta.id
+        )),
+        Err(e) => Some(e.to_string()),
+    }
+}
 
 impl Committer<'_> {
     /// Write the blocks the session lacks (all of them for a new one); returns every block id of
@@ -54,7 +87,13 @@ impl Committer<'_> {
                 }
                 next += 1;
                 blocks.push(id);
-                let mut enc = BlockEncoder::new(&meta.columns);
+                let mut enc = match cfg.tunnel_format {
+                    TunnelFormat::Record => Block::Record(BlockEncoder::new(&meta.columns)),
+                    TunnelFormat::Arrow => Block::Arrow(
+                        ArrowBlockEncoder::new(&meta.columns)
+                            .map_err(|e| e.while_doing(format!("maxcompute table {}", meta.id)))?,
+                    ),
+                };
                 let mut bad = Vec::new();
                 let mut line = file.first_row(rg);
                 let mut row = Vec::new();
@@ -62,35 +101,33 @@ impl Committer<'_> {
                     let batch = batch.map_err(|e| read_error(&part.file.path, e))?;
                     let kinds = KindColumn::new(&part.detail.row_kinds, &batch)?;
                     let prepared = conv.prepare(&batch)?;
-                    for i in 0..batch.num_rows() {
-                        let refused = match kinds.kind(i) {
-                            Ok(RowKind::Insert) => None,
-                            Ok(_) if kinds.changelog => None,
-                            Ok(RowKind::UpdateBefore) => RowKind::UpdateBefore
-                                .operation()
-                                .err()
-                                .map(|e| e.to_string()),
-                            Ok(_) => Some(format!(
-                                "update and delete rows need an upsert session, and maxcompute table {} has no primary key",
-                                meta.id
-                            )),
-                            Err(e) => Some(e.to_string()),
-                        };
-                        let outcome = match refused {
-                            Some(reason) => Err(reason),
-                            None => match prepared.row(i, &mut row) {
-                                Err(e) => Err(row_error_reason(&e)),
-                                Ok(()) => match enc.write_record(&row) {
-                                    Ok(()) => Ok(()),
-                                    Err(e) if e.kind() == ErrorKind::InvalidInput => {
-                                        Err(e.to_string())
-                                    }
-                                    Err(e) => return Err(e),
-                                },
-                            },
-                        };
-                        if let Err(reason) = outcome {
-                            bad.push(bad_row(&batch, i, line + i as u64, reason));
+                    let mut refused = |i: usize| refusal(&kinds, i, meta);
+                    match &mut enc {
+                        Block::Record(enc) => {
+                            for i in 0..batch.num_rows() {
+                                let outcome = match refused(i) {
+                                    Some(reason) => Err(reason),
+                                    None => match prepared.row(i, &mut row) {
+                                        Err(e) => Err(row_error_reason(&e)),
+                                        Ok(()) => match enc.write_record(&row) {
+                                            Ok(()) => Ok(()),
+                                            Err(e) if e.kind() == ErrorKind::InvalidInput => {
+                                                Err(e.to_string())
+                                            }
+                                            Err(e) => return Err(e),
+                                        },
+                                    },
+                                };
+                                if let Err(reason) = outcome {
+                                    bad.push(bad_row(&batch, i, line + i as u64, reason));
+                                }
+                            }
+                        }
+                        Block::Arrow(enc) => {
+                            for e in enc.write(&prepared, &mut refused)? {
+                                let reason = row_error_reason(&e);
+                                bad.push(bad_row(&batch, e.row, line + e.row as u64, reason));
+                            }
                         }
                     }
                     line += batch.num_rows() as u64;
@@ -103,7 +140,10 @@ impl Committer<'_> {
                 }
                 bad_rows += self.set_aside(rec, part, fi, rg, bad).await?;
                 self.renew_lease(false).await?;
-                s.write_block(id, enc.finish()).await?;
+                match enc {
+                    Block::Record(mut enc) => s.write_block(id, enc.finish()).await?,
+                    Block::Arrow(enc) => s.write_arrow_block(id, &enc.finish()).await?,
+                }
             }
         }
         Ok((blocks, bad_rows, records))
