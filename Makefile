@@ -131,6 +131,7 @@ bench: test-deps
 	$(CARGO_TARGET_DIR)/release/floe bench-commit-pass --s3s-fs $(FLOE_TOOLS)/bin/s3s-fs
 	$(CARGO_TARGET_DIR)/release/floe bench-maintain --python $(FLOE_VENV)/bin/python
 	bench/tunnel_encode.sh
+	cargo run --quiet --release -p floe-maxcompute --example tunnel_formats
 	bench/functions.sh
 
 # Process start to first response of each function binary (Lambda and FC), and stripped sizes.
