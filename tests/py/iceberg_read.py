@@ -86,6 +86,7 @@ def read(catalog, name, max_rows):
         "rows": jsonable(rows),
         "columns": arrow.column_names,
         "schema": str(table.schema()),
+        "types": {f.name: str(f.field_type) for f in table.schema().fields},
         "spec": str(table.spec()),
         "snapshots": snapshots,
         "files": files,

@@ -264,3 +264,85 @@ fn schema_evolution_adds_optional_columns_for_new_fields() {
     );
     assert_eq!(tables["t.fixed"]["count"], 1);
 }
+
+/// Schema evolution widens columns as the Iceberg spec allows: a table made with `int`,
+/// `float` and `decimal(10,2)` columns (a route schema) takes, once the route infers its schema
+/// from the data with evolution on (Kafka Connect's `iceberg.tables.evolve-schema-enabled`), a JSON integer beyond `int`, a `double`, and a Parquet
+/// object's `decimal(12,2)`, instead of setting those rows aside. Rows written before keep
+/// reading back through the promotion.
+#[test]
+fn schema_evolution_widens_int_float_and_decimal_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let route = |schema: &str| {
+        format!(
+            "[source]\nfolder = \"bucket\"\n[[routes]]\nprefix = \"w/\"\ntable = \"t.wide\"\n{schema}"
+        )
+    };
+    write(
+        &root.join("bucket/w/1.ndjson"),
+        "{\"id\": 1, \"score\": 1.5, \"amount\": \"12.34\"}\n",
+    );
+    write(
+        &root.join("floe.toml"),
+        route(
+            "schema = '{\"fields\":[{\"name\":\"id\",\"type\":\"int\"},{\"name\":\"score\",\"type\":\"float\"},{\"name\":\"amount\",\"type\":\"decimal(10,2)\"}]}'\n",
+        ),
+    );
+    let config = root.join("floe.toml");
+    let (code, out, err) = floe(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // From now on the route infers: JSON integers are longs, numbers doubles; the Parquet
+    // object brings decimal(12,2).
+    write(
+        &root.join("floe.toml"),
+        format!(
+            "{}[iceberg]\ntables.evolve-schema-enabled = true\n",
+            route("")
+        ),
+    );
+    write(
+        &root.join("bucket/w/2.ndjson"),
+        "{\"id\": 5000000000, \"score\": 1e300}\n",
+    );
+    let python = floe_testbed::venv::python_with(&[("pyarrow", "pyarrow")]).unwrap();
+    let script = root.join("make_parquet.py");
+    write(
+        &script,
+        "import sys, decimal, pyarrow as pa, pyarrow.parquet as pq\n\
+         t = pa.table({'id': pa.array([3], pa.int64()), 'amount': pa.array([decimal.Decimal('1234567890.12')], pa.decimal128(12, 2))})\n\
+         pq.write_table(t, sys.argv[1])\n",
+    );
+    let parquet = root.join("bucket/w/3.parquet");
+    floe_testbed::venv::run_python(&python, &script, &[parquet.to_str().unwrap()]).unwrap();
+    let (code, out, err) = floe(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("bad records: 0"), "no row set aside: {out}");
+
+    let r = root.canonicalize().unwrap();
+    let table = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        "t.wide",
+    );
+    assert_eq!(table["count"], 3, "{table}");
+    let rows = table["rows"].as_array().unwrap();
+    let by_id = |id: i64| {
+        rows.iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{id}: {table}"))
+    };
+    assert_eq!(by_id(1)["score"], 1.5);
+    assert_eq!(by_id(5_000_000_000)["score"], 1e300);
+    assert_eq!(by_id(3)["amount"], "1234567890.12");
+    assert_eq!(by_id(1)["amount"], "12.34");
+    let types = table["types"].as_object().unwrap();
+    assert_eq!(types["id"], "long", "{table}");
+    assert_eq!(types["score"], "double", "{table}");
+    assert_eq!(types["amount"], "decimal(12, 2)", "{table}");
+    let duck = floe_testbed::duckdb::read_sql_table(&r.join("catalog.db"), "t.wide", Some("id"));
+    assert_eq!(duck["count"], 3, "{duck}");
+    assert_eq!(duck["rows"][2]["id"], 5_000_000_000i64, "{duck}");
+}
