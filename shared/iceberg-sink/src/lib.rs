@@ -43,7 +43,7 @@ pub use sources::SourceRows;
 pub const ON_CHANGE_PROP: &str = "floe.on-change";
 pub use staged::StagedFile;
 pub use table::{
-    TableDefinition, add_missing_columns, all_tables, ensure_table, load_table, missing_fields,
-    parse_ident,
+    TableDefinition, add_missing_columns, all_tables, ensure_table, evolve_columns, load_table,
+    missing_fields, parse_ident, widened_fields,
 };
 pub use writer::{TableWriter, WriterOptions, arrow_schema};

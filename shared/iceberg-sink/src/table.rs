@@ -1,12 +1,14 @@
 //! Finding or creating the tables floe writes to.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use floe_core::retry::{Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
 use floe_decode::TableSchema;
 use floe_decode::partition::PartitionField;
+use iceberg::spec::{PrimitiveType, Type};
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 
@@ -180,6 +182,119 @@ pub async fn add_missing_columns(
                     )
                     .with_source(e));
                 }
+            }
+        }
+    }
+}
+
+/// The table's top-level columns that `fields` (same names, compared case-insensitively)
+/// widen as the Iceberg spec allows a type to be promoted: `int` → `long`, `float` → `double`,
+/// `decimal(P,S)` → `decimal(P',S)` with P' > P. Each with the wider type.
+pub fn widened_fields(table: &Table, fields: &[floe_decode::Field]) -> Vec<(String, Type)> {
+    let schema = table.metadata().current_schema();
+    let mut out = Vec::new();
+    for have in schema.as_struct().fields() {
+        let Some(f) = fields
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(&have.name))
+        else {
+            continue;
+        };
+        let (Type::Primitive(old), Type::Primitive(new)) =
+            (have.field_type.as_ref(), to_iceberg_type(&f.ty))
+        else {
+            continue;
+        };
+        let wider = match (old, &new) {
+            (PrimitiveType::Int, PrimitiveType::Long)
+            | (PrimitiveType::Float, PrimitiveType::Double) => true,
+            (
+                PrimitiveType::Decimal {
+                    precision: p,
+                    scale: s,
+                },
+                PrimitiveType::Decimal {
+                    precision: q,
+                    scale: t,
+                },
+            ) => s == t && q > p,
+            _ => false,
+        };
+        if wider {
+            out.push((have.name.clone(), Type::Primitive(new)));
+        }
+    }
+    out
+}
+
+/// Schema evolution: add the columns `fields` bring that the table lacks
+/// ([`add_missing_columns`]), then widen the columns they widen ([`widened_fields`]) in one new
+/// schema, committed on the condition that the current schema is still the one it was made
+/// from (retried when another writer changed it). Returns the table as it is afterwards.
+pub async fn evolve_columns(
+    catalog: &dyn crate::FloeCatalog,
+    ident: &TableIdent,
+    fields: &[floe_decode::Field],
+) -> Result<Table> {
+    use iceberg::spec::{NestedField, Schema};
+    use iceberg::{TableRequirement, TableUpdate};
+    let mut table = add_missing_columns(catalog, ident, fields).await?;
+    let conflict_or_retryable = |e: &Error| e.is_retryable() || e.kind() == ErrorKind::Conflict;
+    let mut retry = Retry::new(SCHEMA_RETRY).retry_if(conflict_or_retryable);
+    loop {
+        let widened = widened_fields(&table, fields);
+        if widened.is_empty() {
+            return Ok(table);
+        }
+        let current = table.metadata().current_schema();
+        let columns = current.as_struct().fields().iter().map(|f| {
+            match widened.iter().find(|(name, _)| *name == f.name) {
+                Some((_, t)) => Arc::new(NestedField {
+                    field_type: Box::new(t.clone()),
+                    ..f.as_ref().clone()
+                }),
+                None => Arc::clone(f),
+            }
+        });
+        let next_id = (table.metadata().schemas_iter())
+            .map(|s| s.schema_id())
+            .max()
+            .unwrap_or(0)
+            + 1;
+        let schema = Schema::builder()
+            .with_schema_id(next_id)
+            .with_fields(columns)
+            .with_identifier_field_ids(current.identifier_field_ids())
+            .build()
+            .map_err(from_iceberg)?;
+        let requirements = vec![TableRequirement::CurrentSchemaIdMatch {
+            current_schema_id: current.schema_id(),
+        }];
+        let updates = vec![
+            TableUpdate::AddSchema { schema },
+            TableUpdate::SetCurrentSchema { schema_id: -1 },
+        ];
+        match catalog.commit_updates(ident, requirements, updates).await {
+            Ok(t) => {
+                let names: Vec<String> = widened.iter().map(|(n, t)| format!("{n} {t}")).collect();
+                tracing::info!(table = %ident, columns = ?names, "schema evolved: columns widened");
+                return Ok(t);
+            }
+            Err(e) => {
+                let e = from_iceberg(e);
+                if !conflict_or_retryable(&e) {
+                    return Err(e.while_doing(format!("failed to widen columns of {ident}")));
+                }
+                if let Err(e) = retry.backoff(e).await {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("gave up widening columns of {ident}: the table kept changing"),
+                    )
+                    .with_source(e));
+                }
+                table = load_table(catalog, ident).await?.ok_or_else(|| {
+                    Error::new(ErrorKind::NotFound, format!("table {ident} does not exist"))
+                })?;
             }
         }
     }

@@ -9,7 +9,6 @@ use floe_checkpoint::{CheckpointStore, SqliteStore};
 use floe_core::{ObjectChange, Result};
 use floe_iceberg::FloeCatalog;
 use floe_storage::{LocalStore, ObjectStore, PrefixedStore};
-use iceberg::Catalog;
 
 use crate::config::{CheckpointConfig, DeadLetterConfig, FloeConfig, SourceConfig};
 use crate::fault::Faults;
@@ -301,7 +300,7 @@ impl Pipeline {
 
     /// The catalog holding `route`'s table: the Iceberg catalog, or the staging catalog for a
     /// route whose only target is MaxCompute (see [`crate::targets::staging`]).
-    pub fn catalog_for(&self, route: &crate::config::RouteConfig) -> Result<&dyn Catalog> {
+    pub fn catalog_for(&self, route: &crate::config::RouteConfig) -> Result<&dyn FloeCatalog> {
         if route.targets.iceberg {
             return Ok(self.catalog.as_ref());
         }

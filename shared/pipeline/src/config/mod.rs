@@ -306,7 +306,9 @@ pub struct RouteConfig {
     /// `infer.max-records`: records sampled to infer a schema (default 1000).
     pub infer_max_records: usize,
     /// `schema.evolution`: add a column to the table for each new top-level field an object
-    /// brings (records mode; the new columns are optional). Default: `[iceberg]`
+    /// brings (records mode; the new columns are optional), and widen a column whose values grow
+    /// as the Iceberg spec allows (`int` → `long`, `float` → `double`, a decimal's precision).
+    /// Default: `[iceberg]`
     /// `tables.evolve-schema-enabled` (Kafka Connect's name), itself default false, in which case
     /// fields the table does not have are ignored.
     pub evolve: bool,

@@ -11,8 +11,8 @@ use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
 use floe_decode::cdc::MetaRow;
 use floe_decode::decode::BadRecord;
 use floe_iceberg::{
-    SourceRows, StagedFile, TableDefinition, TableWriter, WriterOptions, add_missing_columns,
-    ensure_table, missing_fields, parse_ident,
+    SourceRows, StagedFile, TableDefinition, TableWriter, WriterOptions, ensure_table,
+    evolve_columns, missing_fields, parse_ident, widened_fields,
 };
 use iceberg::table::Table;
 
@@ -486,7 +486,8 @@ impl Pipeline {
     }
 
     /// Schema evolution: add the top-level fields this object brings that the table lacks, as
-    /// optional columns. The slot's writer is closed first (its files keep the schema they were
+    /// optional columns, and widen the columns it widens (`int` → `long`, `float` → `double`, a
+    /// decimal's precision; see [`floe_iceberg::widened_fields`]). The slot's writer is closed first (its files keep the schema they were
     /// written with) and a new one opened on the evolved table.
     async fn evolve(
         &self,
@@ -496,15 +497,13 @@ impl Pipeline {
         route: &crate::config::RouteConfig,
     ) -> Result<()> {
         let sample = infer_object_schema(store, change, route).await?;
-        let missing: Vec<floe_decode::Field> = missing_fields(&slot.table, &sample.fields)
-            .into_iter()
-            .cloned()
-            .collect();
-        if missing.is_empty() {
+        if missing_fields(&slot.table, &sample.fields).is_empty()
+            && widened_fields(&slot.table, &sample.fields).is_empty()
+        {
             return Ok(());
         }
         let ident = parse_ident(&slot.table_name).map_err(unreadable)?;
-        let table = add_missing_columns(self.catalog_for(route)?, &ident, &missing).await?;
+        let table = evolve_columns(self.catalog_for(route)?, &ident, &sample.fields).await?;
         slot.generation += 1;
         let prefix = format!("{}-s{}", slot.prefix, slot.generation);
         let writer = TableWriter::new(&table, &self.writer_options(&prefix, route)).await?;
