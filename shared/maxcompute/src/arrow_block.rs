@@ -37,41 +37,35 @@ use arrow_array::builder::{
 };
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use arrow_ipc::writer::{CompressionContext, DictionaryTracker, IpcDataGenerator, IpcWriteOptions};
-use arrow_schema::{DataType as ArrowType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_schema::{DataType as ArrowType, Field, Schema, SchemaRef};
 use floe_core::{Error, ErrorKind, Result};
 use floe_tunnel_codec::arrow_frame::{ArrowBlockWriter, DEFAULT_CHUNK_SIZE};
 use floe_tunnel_codec::{DataType, TableSchema, Value};
 
 use crate::rows::{PreparedBatch, RowError};
 
-/// The Arrow type a column travels as, or why it cannot.
+/// The Arrow type a column travels as ([`crate::types::maxcompute_to_arrow`], the tunnel's
+/// mapping, without time zones: the body carries no schema), or why it cannot.
 pub fn wire_type(t: &DataType) -> Result<ArrowType> {
-    Ok(match t {
-        DataType::TinyInt => ArrowType::Int8,
-        DataType::SmallInt => ArrowType::Int16,
-        DataType::Int => ArrowType::Int32,
-        DataType::BigInt => ArrowType::Int64,
-        DataType::Float => ArrowType::Float32,
-        DataType::Double => ArrowType::Float64,
-        DataType::Boolean => ArrowType::Boolean,
-        DataType::String | DataType::Varchar(_) | DataType::Char(_) => ArrowType::Utf8,
-        DataType::Binary => ArrowType::Binary,
-        DataType::Date => ArrowType::Date32,
-        DataType::DateTime => ArrowType::Timestamp(TimeUnit::Millisecond, None),
-        DataType::Timestamp | DataType::TimestampNtz => {
-            ArrowType::Timestamp(TimeUnit::Nanosecond, None)
-        }
-        DataType::Decimal(d) if d.precision() <= 38 => {
-            ArrowType::Decimal128(d.precision(), d.scale() as i8)
-        }
-        other => {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "type {other} has no Arrow tunnel mapping in floe; use tunnel_format = \"record\""
-                ),
-            ));
-        }
+    let refused = match t {
+        DataType::Decimal(d) => d.precision() > 38,
+        DataType::Json
+        | DataType::IntervalDayTime
+        | DataType::IntervalYearMonth
+        | DataType::Array(_)
+        | DataType::Map(..)
+        | DataType::Struct(_) => true,
+        _ => false,
+    };
+    if refused {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("type {t} has no Arrow tunnel mapping in floe; use tunnel_format = \"record\""),
+        ));
+    }
+    Ok(match crate::types::maxcompute_to_arrow(t)? {
+        ArrowType::Timestamp(unit, _) => ArrowType::Timestamp(unit, None),
+        other => other,
     })
 }
 

@@ -126,6 +126,21 @@ fn excerpt(body: &str) -> String {
     }
 }
 
+/// Send `req` and return the body of a success, or an error naming `what` with the status and
+/// an excerpt of the body.
+async fn answer(req: reqwest::RequestBuilder, what: &str) -> Result<String> {
+    let resp = (req.send().await).map_err(|e| auth(format!("{what} did not answer: {e}")))?;
+    let status = resp.status();
+    let body = resp.text().await.unwrap_or_default();
+    if !status.is_success() {
+        return Err(auth(format!(
+            "{what} answered {status}: {}",
+            excerpt(&body)
+        )));
+    }
+    Ok(body)
+}
+
 impl Fetcher {
     /// Keys for `recipe`.
     pub fn fetch<'a>(
@@ -201,16 +216,7 @@ impl Fetcher {
                 } => self.ecs(role_name.as_deref(), *imdsv1_disabled).await,
                 Recipe::Uri(uri) => {
                     let what = "the credentials URI";
-                    let resp = (self.http.get(uri).timeout(STS_TIMEOUT).send().await)
-                        .map_err(|e| auth(format!("{what} did not answer: {e}")))?;
-                    let status = resp.status();
-                    let body = resp.text().await.unwrap_or_default();
-                    if !status.is_success() {
-                        return Err(auth(format!(
-                            "{what} answered {status}: {}",
-                            excerpt(&body)
-                        )));
-                    }
+                    let body = answer(self.http.get(uri).timeout(STS_TIMEOUT), what).await?;
                     serde_json::from_str::<KeysAnswer>(&body)
                         .map_err(|e| auth(format!("{what} answered no keys: {e}")))?
                         .into_fetched(what)
@@ -263,22 +269,12 @@ impl Fetcher {
     ) -> Result<Fetched> {
         let url = format!("{}/", sts.url());
         let what = format!("STS {action} at {url}");
-        let resp = (self.http.post(&url))
+        let req = (self.http.post(&url))
             .query(query)
             .form(form)
             .header("Accept-Encoding", "identity")
-            .timeout(STS_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| auth(format!("{what} did not answer: {e}")))?;
-        let status = resp.status();
-        let body = resp.text().await.unwrap_or_default();
-        if !status.is_success() {
-            return Err(auth(format!(
-                "{what} answered {status}: {}",
-                excerpt(&body)
-            )));
-        }
+            .timeout(STS_TIMEOUT);
+        let body = answer(req, &what).await?;
         let keys = serde_json::from_str::<StsAnswer>(&body)
             .ok()
             .and_then(|a| a.credentials)
