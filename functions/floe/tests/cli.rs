@@ -346,3 +346,59 @@ fn schema_evolution_widens_int_float_and_decimal_columns() {
     assert_eq!(duck["count"], 3, "{duck}");
     assert_eq!(duck["rows"][2]["id"], 5_000_000_000i64, "{duck}");
 }
+
+/// Kafka Connect's `iceberg.tables.write-props.*` reach the Parquet writer: the codec, its
+/// level and the rows per row group; an unknown property stops the start, named.
+#[test]
+fn write_props_set_the_parquet_codec_and_row_groups() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let rows: String = (0..2500).map(|i| format!("{{\"id\": {i}}}\n")).collect();
+    write(&root.join("bucket/p/1.ndjson"), &rows);
+    let config = |props: &str| {
+        format!(
+            "[source]\nfolder = \"bucket\"\n[iceberg]\n{props}[[routes]]\nprefix = \"p/\"\ntable = \"t.props\"\n"
+        )
+    };
+    write(
+        &root.join("floe.toml"),
+        config(
+            "tables.write-props.write.parquet.compression-codec = \"gzip\"\ntables.write-props.write.parquet.compression-level = \"9\"\ntables.write-props.write.parquet.row-group-limit = \"1000\"\n",
+        ),
+    );
+    let path = root.join("floe.toml");
+    let (code, out, err) = floe(&["run", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = root.canonicalize().unwrap();
+    let table = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        "t.props",
+    );
+    assert_eq!(table["count"], 2500);
+    let file = table["files"][0]["path"].as_str().unwrap();
+    let reader =
+        SerializedFileReader::new(std::fs::File::open(file.trim_start_matches("file://")).unwrap())
+            .unwrap();
+    let meta = reader.metadata();
+    assert_eq!(meta.num_row_groups(), 3, "1000-row groups");
+    let codec = meta.row_group(0).column(0).compression();
+    // (A Parquet footer records the codec, not its level.)
+    assert!(
+        matches!(codec, parquet::basic::Compression::GZIP(_)),
+        "{codec:?}"
+    );
+
+    write(
+        &path,
+        config("tables.write-props.write.format.default = \"orc\"\n"),
+    );
+    let (code, out, err) = floe(&["run", "--config", path.to_str().unwrap()]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("iceberg.tables.write-props.write.format.default"),
+        "{err}"
+    );
+}

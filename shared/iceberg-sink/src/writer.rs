@@ -39,10 +39,94 @@ pub struct WriterOptions {
     pub row_group_rows: usize,
     /// zstd level (default 1: fast, and still far smaller than the input).
     pub zstd_level: i32,
+    /// The Parquet codec; `None`: zstd at `zstd_level`. Set from Kafka Connect's
+    /// `iceberg.tables.write-props.*` by [`WriterOptions::with_write_props`].
+    pub compression: Option<Compression>,
     /// Data file names start with this (floe uses the batch id, so files trace back to batches).
     pub file_prefix: String,
     /// Upserts and deletes by key (see [`crate::changes`]); `None`: every row is appended.
     pub changes: Option<RowChanges>,
+}
+
+/// The writer properties floe takes (Kafka Connect's `iceberg.tables.write-props.*`, Iceberg's
+/// names): `write.parquet.compression-codec` (`zstd`, `snappy`, `gzip`, `lz4`, `uncompressed`),
+/// `write.parquet.compression-level` (zstd 1–22, gzip 0–9), `write.target-file-size-bytes`,
+/// `write.parquet.row-group-limit` (rows per row group).
+pub const WRITE_PROPS: [&str; 4] = [
+    "write.parquet.compression-codec",
+    "write.parquet.compression-level",
+    "write.target-file-size-bytes",
+    "write.parquet.row-group-limit",
+];
+
+impl WriterOptions {
+    /// These options with `props` ([`WRITE_PROPS`]) applied; an unknown property or a bad value
+    /// is an error naming `<option>.<property>` (`option` is where they were given).
+    pub fn with_write_props(
+        mut self,
+        props: &std::collections::BTreeMap<String, String>,
+        option: &str,
+    ) -> Result<Self> {
+        let at = |k: &str| format!("{option}.{k}");
+        let number = |k: &str, v: &str| {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| Error::config(&at(k), format!("`{v}` is not a whole number")))
+        };
+        let level = match props.get("write.parquet.compression-level") {
+            Some(v) => Some(number("write.parquet.compression-level", v)?),
+            None => None,
+        };
+        for (k, v) in props {
+            match k.as_str() {
+                "write.parquet.compression-codec" => {
+                    let bad = |e: parquet::errors::ParquetError| {
+                        Error::config(&at("write.parquet.compression-level"), e)
+                    };
+                    self.compression = Some(match v.trim().to_ascii_lowercase().as_str() {
+                        "zstd" => Compression::ZSTD(
+                            ZstdLevel::try_new(level.unwrap_or(1) as i32).map_err(bad)?,
+                        ),
+                        "snappy" => Compression::SNAPPY,
+                        "gzip" => Compression::GZIP(
+                            parquet::basic::GzipLevel::try_new(level.unwrap_or(6) as u32)
+                                .map_err(bad)?,
+                        ),
+                        "lz4" => Compression::LZ4_RAW,
+                        "uncompressed" | "none" => Compression::UNCOMPRESSED,
+                        other => {
+                            return Err(Error::config(
+                                &at(k),
+                                format!(
+                                    "codec `{other}` is not one of zstd, snappy, gzip, lz4, uncompressed"
+                                ),
+                            ));
+                        }
+                    });
+                }
+                "write.parquet.compression-level" => {}
+                "write.target-file-size-bytes" => {
+                    self.target_file_size_bytes = number(k, v)?.max(1) as usize;
+                }
+                "write.parquet.row-group-limit" => {
+                    self.row_group_rows = number(k, v)?.max(1) as usize;
+                }
+                other => {
+                    return Err(Error::config(
+                        &at(other),
+                        format!("floe's writer takes {}", WRITE_PROPS.join(", ")),
+                    ));
+                }
+            }
+        }
+        if level.is_some() && !props.contains_key("write.parquet.compression-codec") {
+            let l = level.unwrap_or(1) as i32;
+            self.zstd_level = l;
+            ZstdLevel::try_new(l)
+                .map_err(|e| Error::config(&at("write.parquet.compression-level"), e))?;
+        }
+        Ok(self)
+    }
 }
 
 impl Default for WriterOptions {
@@ -51,6 +135,7 @@ impl Default for WriterOptions {
             target_file_size_bytes: 128 << 20,
             row_group_rows: 128 * 1024,
             zstd_level: 1,
+            compression: None,
             file_prefix: "floe".into(),
             changes: None,
         }
@@ -105,10 +190,14 @@ impl TableWriter {
     pub async fn new(table: &Table, opts: &WriterOptions) -> Result<Self> {
         let metadata = table.metadata();
         let schema = metadata.current_schema().clone();
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
+        let compression = match opts.compression {
+            Some(c) => c,
+            None => Compression::ZSTD(
                 ZstdLevel::try_new(opts.zstd_level).map_err(|e| Error::config("zstd-level", e))?,
-            ))
+            ),
+        };
+        let props = WriterProperties::builder()
+            .set_compression(compression)
             .set_max_row_group_row_count(Some(opts.row_group_rows.max(1)))
             .build();
         let changes = match &opts.changes {

@@ -323,6 +323,9 @@ pub struct RouteConfig {
     /// Every column of a table floe creates is optional, whatever the schema says: `[iceberg]`
     /// `tables.schema-force-optional` (Kafka Connect's name; default false).
     pub force_optional: bool,
+    /// Writer properties: `[iceberg]` `tables.write-props.*` (Kafka Connect's name; see
+    /// [`floe_iceberg::WRITE_PROPS`]), over the `[ingest]` file and row-group sizes.
+    pub write_props: std::collections::BTreeMap<String, String>,
     /// `upsert`, `id-columns`, `cdc-field`: rows change by key (upserts, deletes; see
     /// [`floe_iceberg::changes`]). Defaults: `[iceberg]` `tables.upsert-mode-enabled`,
     /// `table.<table>.id-columns` then `tables.default-id-columns`, `tables.cdc-field` (Kafka
@@ -489,7 +492,11 @@ impl FloeConfig {
                 .into_iter()
                 .collect(),
             force_optional: o.bool("tables.schema-force-optional", false)?,
+            write_props: o.prefixed("tables.write-props")?.into_iter().collect(),
         };
+        // Checked now, so a bad property stops the start, not the first object.
+        floe_iceberg::WriterOptions::default()
+            .with_write_props(&defaults.write_props, "iceberg.tables.write-props")?;
         // Kafka Connect's static routing (`iceberg.tables`): with no [[routes]], one table
         // takes every object as records (a properties file cannot write [[routes]]).
         let kc_tables = o.list("tables")?;
@@ -745,6 +752,7 @@ fn route(
         auto_create: o.bool("auto-create", defaults.auto_create)?,
         create_props: defaults.create_props.clone(),
         force_optional: defaults.force_optional,
+        write_props: defaults.write_props.clone(),
         changes: None,
         on_change: OnChange::Append,
         targets,
@@ -842,6 +850,8 @@ struct TableDefaults {
     create_props: HashMap<String, String>,
     /// `tables.schema-force-optional` (false).
     force_optional: bool,
+    /// `tables.write-props.*`.
+    write_props: std::collections::BTreeMap<String, String>,
 }
 
 #[cfg(test)]

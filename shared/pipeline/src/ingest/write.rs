@@ -476,13 +476,17 @@ impl Pipeline {
     }
 
     fn writer_options(&self, prefix: &str, route: &crate::config::RouteConfig) -> WriterOptions {
-        WriterOptions {
+        let opts = WriterOptions {
             target_file_size_bytes: self.config.ingest.target_file_size_bytes as usize,
             row_group_rows: self.config.ingest.row_group_rows,
             file_prefix: prefix.to_owned(),
             changes: route.changes.clone(),
             ..Default::default()
-        }
+        };
+        // Checked when the configuration was loaded.
+        (opts.clone())
+            .with_write_props(&route.write_props, "iceberg.tables.write-props")
+            .unwrap_or(opts)
     }
 
     /// Schema evolution: add the top-level fields this object brings that the table lacks, as
