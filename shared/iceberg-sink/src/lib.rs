@@ -46,4 +46,4 @@ pub use table::{
     TableDefinition, add_missing_columns, all_tables, ensure_table, evolve_columns, load_table,
     missing_fields, parse_ident, widened_fields,
 };
-pub use writer::{TableWriter, WRITE_PROPS, WriterOptions, arrow_schema};
+pub use writer::{TableWriter, WRITE_PROPS, WriteProps, WriterOptions, arrow_schema};

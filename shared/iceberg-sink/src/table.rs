@@ -132,6 +132,51 @@ pub fn missing_fields<'a>(
         .collect()
 }
 
+/// A schema commit in flight, borrowing the catalog.
+type SchemaCommit<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = iceberg::Result<Table>> + Send + 'a>>;
+
+/// Load the table and let `plan` make its schema change (`None`: nothing left to change, with
+/// the names it touches for the log), retrying the whole when another writer changed the table
+/// meanwhile. `what` names the change in errors (`add columns to`). Returns the table as it is
+/// afterwards.
+async fn change_schema<'a>(
+    catalog: &'a dyn Catalog,
+    ident: &'a TableIdent,
+    what: &str,
+    mut plan: impl FnMut(&Table) -> Result<Option<(Vec<String>, SchemaCommit<'a>)>>,
+) -> Result<Table> {
+    let conflict_or_retryable = |e: &Error| e.is_retryable() || e.kind() == ErrorKind::Conflict;
+    let mut retry = Retry::new(SCHEMA_RETRY).retry_if(conflict_or_retryable);
+    loop {
+        let table = load_table(catalog, ident).await?.ok_or_else(|| {
+            Error::new(ErrorKind::NotFound, format!("table {ident} does not exist"))
+        })?;
+        let Some((columns, commit)) = plan(&table)? else {
+            return Ok(table);
+        };
+        match commit.await {
+            Ok(t) => {
+                tracing::info!(table = %ident, change = what, ?columns, "schema evolved");
+                return Ok(t);
+            }
+            Err(e) => {
+                let e = from_iceberg(e);
+                if !conflict_or_retryable(&e) {
+                    return Err(e.while_doing(format!("failed to {what} {ident}")));
+                }
+                if let Err(e) = retry.backoff(e).await {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("gave up trying to {what} {ident}: the table kept changing"),
+                    )
+                    .with_source(e));
+                }
+            }
+        }
+    }
+}
+
 /// Add each of `fields` the table lacks as an optional column (schema evolution), retrying when
 /// another writer changed the table meanwhile. Returns the table as it is afterwards.
 pub async fn add_missing_columns(
@@ -140,17 +185,12 @@ pub async fn add_missing_columns(
     fields: &[floe_decode::Field],
 ) -> Result<Table> {
     use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
-    let conflict_or_retryable = |e: &Error| e.is_retryable() || e.kind() == ErrorKind::Conflict;
-    let mut retry = Retry::new(SCHEMA_RETRY).retry_if(conflict_or_retryable);
-    loop {
-        let table = load_table(catalog, ident).await?.ok_or_else(|| {
-            Error::new(ErrorKind::NotFound, format!("table {ident} does not exist"))
-        })?;
-        let missing = missing_fields(&table, fields);
+    change_schema(catalog, ident, "add columns to", |table| {
+        let missing = missing_fields(table, fields);
         if missing.is_empty() {
-            return Ok(table);
+            return Ok(None);
         }
-        let tx = Transaction::new(&table);
+        let tx = Transaction::new(table);
         let mut action = tx.update_schema();
         for f in &missing {
             let mut column = AddColumn::optional(&f.name, to_iceberg_type(&f.ty));
@@ -164,27 +204,13 @@ pub async fn add_missing_columns(
             action = action.add_column(column);
         }
         let tx = action.apply(tx).map_err(from_iceberg)?;
-        match tx.commit(catalog).await {
-            Ok(t) => {
-                let names: Vec<&str> = missing.iter().map(|f| f.name.as_str()).collect();
-                tracing::info!(table = %ident, columns = ?names, "schema evolved");
-                return Ok(t);
-            }
-            Err(e) => {
-                let e = from_iceberg(e);
-                if !conflict_or_retryable(&e) {
-                    return Err(e.while_doing(format!("failed to add columns to {ident}")));
-                }
-                if let Err(e) = retry.backoff(e).await {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("gave up adding columns to {ident}: the table kept changing"),
-                    )
-                    .with_source(e));
-                }
-            }
-        }
-    }
+        let names = missing.iter().map(|f| f.name.clone()).collect();
+        Ok(Some((
+            names,
+            Box::pin(tx.commit(catalog)) as SchemaCommit<'_>,
+        )))
+    })
+    .await
 }
 
 /// The table's top-level columns that `fields` (same names, compared case-insensitively)
@@ -238,13 +264,11 @@ pub async fn evolve_columns(
 ) -> Result<Table> {
     use iceberg::spec::{NestedField, Schema};
     use iceberg::{TableRequirement, TableUpdate};
-    let mut table = add_missing_columns(catalog, ident, fields).await?;
-    let conflict_or_retryable = |e: &Error| e.is_retryable() || e.kind() == ErrorKind::Conflict;
-    let mut retry = Retry::new(SCHEMA_RETRY).retry_if(conflict_or_retryable);
-    loop {
-        let widened = widened_fields(&table, fields);
+    add_missing_columns(catalog, ident, fields).await?;
+    change_schema(catalog, ident, "widen columns of", |table| {
+        let widened = widened_fields(table, fields);
         if widened.is_empty() {
-            return Ok(table);
+            return Ok(None);
         }
         let current = table.metadata().current_schema();
         let columns = current.as_struct().fields().iter().map(|f| {
@@ -274,30 +298,11 @@ pub async fn evolve_columns(
             TableUpdate::AddSchema { schema },
             TableUpdate::SetCurrentSchema { schema_id: -1 },
         ];
-        match catalog.commit_updates(ident, requirements, updates).await {
-            Ok(t) => {
-                let names: Vec<String> = widened.iter().map(|(n, t)| format!("{n} {t}")).collect();
-                tracing::info!(table = %ident, columns = ?names, "schema evolved: columns widened");
-                return Ok(t);
-            }
-            Err(e) => {
-                let e = from_iceberg(e);
-                if !conflict_or_retryable(&e) {
-                    return Err(e.while_doing(format!("failed to widen columns of {ident}")));
-                }
-                if let Err(e) = retry.backoff(e).await {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("gave up widening columns of {ident}: the table kept changing"),
-                    )
-                    .with_source(e));
-                }
-                table = load_table(catalog, ident).await?.ok_or_else(|| {
-                    Error::new(ErrorKind::NotFound, format!("table {ident} does not exist"))
-                })?;
-            }
-        }
-    }
+        let names = widened.iter().map(|(n, t)| format!("{n} {t}")).collect();
+        let commit = catalog.commit_updates(ident, requirements, updates);
+        Ok(Some((names, Box::pin(commit) as SchemaCommit<'_>)))
+    })
+    .await
 }
 
 /// Schema evolution retries: 10 attempts, waiting 50 ms doubling to 400 ms between them.

@@ -40,7 +40,7 @@ pub struct WriterOptions {
     /// zstd level (default 1: fast, and still far smaller than the input).
     pub zstd_level: i32,
     /// The Parquet codec; `None`: zstd at `zstd_level`. Set from Kafka Connect's
-    /// `iceberg.tables.write-props.*` by [`WriterOptions::with_write_props`].
+    /// `iceberg.tables.write-props.*` ([`WriteProps`]).
     pub compression: Option<Compression>,
     /// Data file names start with this (floe uses the batch id, so files trace back to batches).
     pub file_prefix: String,
@@ -59,14 +59,19 @@ pub const WRITE_PROPS: [&str; 4] = [
     "write.parquet.row-group-limit",
 ];
 
-impl WriterOptions {
-    /// These options with `props` ([`WRITE_PROPS`]) applied; an unknown property or a bad value
-    /// is an error naming `<option>.<property>` (`option` is where they were given).
-    pub fn with_write_props(
-        mut self,
-        props: &std::collections::BTreeMap<String, String>,
-        option: &str,
-    ) -> Result<Self> {
+/// Writer properties ([`WRITE_PROPS`]), parsed once from the configuration.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WriteProps {
+    compression: Option<Compression>,
+    zstd_level: Option<i32>,
+    target_file_size_bytes: Option<usize>,
+    row_group_rows: Option<usize>,
+}
+
+impl WriteProps {
+    /// Parse `props`; an unknown property or a bad value is an error naming
+    /// `<option>.<property>` (`option` is where they were given).
+    pub fn parse(props: &std::collections::BTreeMap<String, String>, option: &str) -> Result<Self> {
         let at = |k: &str| format!("{option}.{k}");
         let number = |k: &str, v: &str| {
             v.trim()
@@ -77,20 +82,21 @@ impl WriterOptions {
             Some(v) => Some(number("write.parquet.compression-level", v)?),
             None => None,
         };
+        let bad_level = |e: parquet::errors::ParquetError| {
+            Error::config(&at("write.parquet.compression-level"), e)
+        };
+        let mut out = WriteProps::default();
         for (k, v) in props {
             match k.as_str() {
                 "write.parquet.compression-codec" => {
-                    let bad = |e: parquet::errors::ParquetError| {
-                        Error::config(&at("write.parquet.compression-level"), e)
-                    };
-                    self.compression = Some(match v.trim().to_ascii_lowercase().as_str() {
+                    out.compression = Some(match v.trim().to_ascii_lowercase().as_str() {
                         "zstd" => Compression::ZSTD(
-                            ZstdLevel::try_new(level.unwrap_or(1) as i32).map_err(bad)?,
+                            ZstdLevel::try_new(level.unwrap_or(1) as i32).map_err(bad_level)?,
                         ),
                         "snappy" => Compression::SNAPPY,
                         "gzip" => Compression::GZIP(
                             parquet::basic::GzipLevel::try_new(level.unwrap_or(6) as u32)
-                                .map_err(bad)?,
+                                .map_err(bad_level)?,
                         ),
                         "lz4" => Compression::LZ4_RAW,
                         "uncompressed" | "none" => Compression::UNCOMPRESSED,
@@ -106,10 +112,10 @@ impl WriterOptions {
                 }
                 "write.parquet.compression-level" => {}
                 "write.target-file-size-bytes" => {
-                    self.target_file_size_bytes = number(k, v)?.max(1) as usize;
+                    out.target_file_size_bytes = Some(number(k, v)?.max(1) as usize);
                 }
                 "write.parquet.row-group-limit" => {
-                    self.row_group_rows = number(k, v)?.max(1) as usize;
+                    out.row_group_rows = Some(number(k, v)?.max(1) as usize);
                 }
                 other => {
                     return Err(Error::config(
@@ -119,13 +125,25 @@ impl WriterOptions {
                 }
             }
         }
-        if level.is_some() && !props.contains_key("write.parquet.compression-codec") {
-            let l = level.unwrap_or(1) as i32;
-            self.zstd_level = l;
-            ZstdLevel::try_new(l)
-                .map_err(|e| Error::config(&at("write.parquet.compression-level"), e))?;
+        if let Some(l) = level
+            && out.compression.is_none()
+        {
+            ZstdLevel::try_new(l as i32).map_err(bad_level)?;
+            out.zstd_level = Some(l as i32);
         }
-        Ok(self)
+        Ok(out)
+    }
+}
+
+impl WriterOptions {
+    /// These options with `props` applied over them.
+    pub fn with_write_props(mut self, props: &WriteProps) -> Self {
+        self.compression = props.compression.or(self.compression);
+        self.zstd_level = props.zstd_level.unwrap_or(self.zstd_level);
+        self.target_file_size_bytes =
+            (props.target_file_size_bytes).unwrap_or(self.target_file_size_bytes);
+        self.row_group_rows = props.row_group_rows.unwrap_or(self.row_group_rows);
+        self
     }
 }
 

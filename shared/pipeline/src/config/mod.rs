@@ -325,7 +325,7 @@ pub struct RouteConfig {
     pub force_optional: bool,
     /// Writer properties: `[iceberg]` `tables.write-props.*` (Kafka Connect's name; see
     /// [`floe_iceberg::WRITE_PROPS`]), over the `[ingest]` file and row-group sizes.
-    pub write_props: std::collections::BTreeMap<String, String>,
+    pub write_props: floe_iceberg::WriteProps,
     /// `upsert`, `id-columns`, `cdc-field`: rows change by key (upserts, deletes; see
     /// [`floe_iceberg::changes`]). Defaults: `[iceberg]` `tables.upsert-mode-enabled`,
     /// `table.<table>.id-columns` then `tables.default-id-columns`, `tables.cdc-field` (Kafka
@@ -492,11 +492,11 @@ impl FloeConfig {
                 .into_iter()
                 .collect(),
             force_optional: o.bool("tables.schema-force-optional", false)?,
-            write_props: o.prefixed("tables.write-props")?.into_iter().collect(),
+            write_props: floe_iceberg::WriteProps::parse(
+                &o.prefixed("tables.write-props")?.into_iter().collect(),
+                "iceberg.tables.write-props",
+            )?,
         };
-        // Checked now, so a bad property stops the start, not the first object.
-        floe_iceberg::WriterOptions::default()
-            .with_write_props(&defaults.write_props, "iceberg.tables.write-props")?;
         // Kafka Connect's static routing (`iceberg.tables`): with no [[routes]], one table
         // takes every object as records (a properties file cannot write [[routes]]).
         let kc_tables = o.list("tables")?;
@@ -851,7 +851,7 @@ struct TableDefaults {
     /// `tables.schema-force-optional` (false).
     force_optional: bool,
     /// `tables.write-props.*`.
-    write_props: std::collections::BTreeMap<String, String>,
+    write_props: floe_iceberg::WriteProps,
 }
 
 #[cfg(test)]

@@ -476,17 +476,14 @@ impl Pipeline {
     }
 
     fn writer_options(&self, prefix: &str, route: &crate::config::RouteConfig) -> WriterOptions {
-        let opts = WriterOptions {
+        WriterOptions {
             target_file_size_bytes: self.config.ingest.target_file_size_bytes as usize,
             row_group_rows: self.config.ingest.row_group_rows,
             file_prefix: prefix.to_owned(),
             changes: route.changes.clone(),
             ..Default::default()
-        };
-        // Checked when the configuration was loaded.
-        (opts.clone())
-            .with_write_props(&route.write_props, "iceberg.tables.write-props")
-            .unwrap_or(opts)
+        }
+        .with_write_props(&route.write_props)
     }
 
     /// Schema evolution: add the top-level fields this object brings that the table lacks, as
