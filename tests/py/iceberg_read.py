@@ -5,7 +5,8 @@ Usage: iceberg_read.py --catalog NAME --uri SQLITE_URI --warehouse URL --table N
    or: iceberg_read.py --rest URI --token TOKEN [--rest-warehouse W] [--prefix P] --table NS.TABLE
 
 Prints one JSON document: row count, rows (values as JSON: timestamps in ISO 8601, bytes in hex),
-snapshots with their summaries, the partition spec, and the data files with their partitions.
+snapshots with their summaries, the partition spec, the data files with their partitions, and
+the refs (each branch or tag other than main read at its snapshot).
 """
 import argparse
 import datetime
@@ -81,8 +82,17 @@ def read(catalog, name, max_rows):
             "partition": jsonable(df.partition.__dict__.get("_data", list(df.partition))) if df.partition is not None else None,
             "lower_bounds": sorted(df.lower_bounds.keys()) if df.lower_bounds else [],
         })
+    # Every branch and tag besides main, read at its snapshot.
+    refs = {name: r.snapshot_id for name, r in table.metadata.refs.items()}
+    branches = {}
+    for name, snapshot_id in refs.items():
+        if name != "main":
+            at = table.scan(snapshot_id=snapshot_id).to_arrow()
+            branches[name] = {"count": at.num_rows, "rows": jsonable(at.slice(0, max_rows).to_pylist())}
     return {
         "count": arrow.num_rows,
+        "refs": refs,
+        "branches": branches,
         "rows": jsonable(rows),
         "columns": arrow.column_names,
         "schema": str(table.schema()),

@@ -5,7 +5,8 @@
 //! trigger's `payload`, or `?force=true` over HTTP), which commits every table now instead of
 //! only those due (`commit.interval-ms`, `commit.max-files`, `commit.max-bytes`), and
 //! `"maintain": true` (same places), which maintains every table of the catalog instead
-//! (`floe maintain`'s compaction and snapshot expiry, see `floe_pipeline::targets::maintain`):
+//! (`floe maintain`'s compaction, snapshot expiry and orphan-file removal, with its defaults;
+//! see `floe_pipeline::targets::maintain`):
 //! the templates deploy this binary a second time as the `maintain` function, on its own timer
 //! with that payload and a longer timeout.
 //!
@@ -96,7 +97,7 @@ async fn maintain(deps: &Deps, budget: Duration) -> Result<Output> {
             .with_retryable(true)
         })??;
     for t in &done {
-        tracing::info!(table = %t.table, files_rewritten = t.files_rewritten, files_written = t.files_written, snapshots_expired = t.snapshots_expired, records_moved = t.records_moved, skipped = ?t.skipped, "table maintained");
+        tracing::info!(table = %t.table, files_rewritten = t.files_rewritten, files_written = t.files_written, snapshots_expired = t.snapshots_expired, records_moved = t.records_moved, orphans = ?t.orphans, skipped = ?t.skipped, "table maintained");
     }
     let maintained = serde_json::to_value(&done)
         .map_err(|e| Error::unexpected(format!("maintenance report: {e}")))?;

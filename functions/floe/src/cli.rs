@@ -41,7 +41,8 @@ pub enum Command {
     /// Commit staged files now (what `run` does at the end of a pass).
     Commit(ConfigArg),
     /// Maintain the Iceberg tables of a configuration's catalog: compact small files (applying
-    /// position deletes) and expire old snapshots, each under the table's commit lease.
+    /// position deletes), expire old snapshots and remove orphan files, each under the table's
+    /// commit lease.
     Maintain(MaintainArgs),
     /// List the source's `path` prefixes and land every object (SNAPSHOT / INITIAL), resuming
     /// where an earlier run stopped; then commit.
@@ -166,6 +167,13 @@ pub struct MaintainArgs {
     /// Snapshots of `main` always kept, however old.
     #[arg(long, default_value_t = 1)]
     pub keep_snapshots: usize,
+    /// Remove files under a table's location that neither the table nor a staged batch names,
+    /// once older than this many hours (Iceberg's default of 3 days; at least 24).
+    #[arg(long, default_value_t = 72.0)]
+    pub orphans_older_than_hours: f64,
+    /// Leave orphan files alone.
+    #[arg(long)]
+    pub keep_orphans: bool,
 }
 
 #[derive(Debug, Args)]

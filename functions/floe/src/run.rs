@@ -111,12 +111,24 @@ pub async fn maintain(args: crate::cli::MaintainArgs) -> Result<ExitCode> {
             "expected a number of hours, 0 or more",
         ));
     }
+    let floor = floe_pipeline::targets::orphans::MIN_ORPHAN_AGE_HOURS;
+    if args.orphans_older_than_hours.is_nan() || args.orphans_older_than_hours < floor {
+        return Err(floe_core::Error::config(
+            "--orphans-older-than-hours",
+            format!(
+                "expected {floor} hours or more: a younger file may belong to an ingest batch \
+                 still writing (or use --keep-orphans)"
+            ),
+        ));
+    }
     let opts = floe_pipeline::targets::maintain::MaintainOptions {
         compact: !args.no_compact,
         expire_older_than: Some(std::time::Duration::from_secs_f64(
             args.expire_older_than_hours * 3600.0,
         )),
         keep_snapshots: args.keep_snapshots,
+        remove_orphans_older_than: (!args.keep_orphans)
+            .then(|| std::time::Duration::from_secs_f64(args.orphans_older_than_hours * 3600.0)),
     };
     let done = match &args.table {
         Some(t) => pipeline.maintain(std::slice::from_ref(t), &opts).await?,
@@ -124,13 +136,20 @@ pub async fn maintain(args: crate::cli::MaintainArgs) -> Result<ExitCode> {
     };
     for t in &done {
         println!(
-            "{}: {} files rewritten into {}, {} delete files applied, {} snapshots expired, {} records moved{}",
+            "{}: {} files rewritten into {}, {} delete files applied, {} snapshots expired, {} records moved{}{}",
             t.table,
             t.files_rewritten,
             t.files_written,
             t.delete_files_dropped,
             t.snapshots_expired,
             t.records_moved,
+            match &t.orphans {
+                Some(o) => format!(
+                    ", {} orphan files removed ({} bytes; {} kept for staged batches)",
+                    o.removed, o.removed_bytes, o.protected
+                ),
+                None => String::new(),
+            },
             if t.skipped.is_empty() {
                 String::new()
             } else {

@@ -347,6 +347,118 @@ fn schema_evolution_widens_int_float_and_decimal_columns() {
     assert_eq!(duck["rows"][2]["id"], 5_000_000_000i64, "{duck}");
 }
 
+/// Schema evolution adds nested fields, as the Iceberg spec allows: a struct column gains a
+/// field, and so does the struct in a list's elements, each as an optional field with a new
+/// id. Rows written before read the new fields as null. (A map's value struct evolves the same
+/// way; JSON inference never gives maps, so this test has none.)
+#[test]
+fn schema_evolution_adds_fields_inside_structs_and_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let schema = r#"{"fields":[{"name":"id","type":"long"},{"name":"addr","type":{"type":"struct","fields":[{"name":"city","type":"string"}]}},{"name":"items","type":{"type":"list","element":{"type":"struct","fields":[{"name":"sku","type":"string"}]}}}]}"#;
+    write(
+        &root.join("floe.toml"),
+        format!(
+            "[source]\nfolder = \"bucket\"\n[[routes]]\nprefix = \"n/\"\ntable = \"t.nested\"\nschema = '{schema}'\n"
+        ),
+    );
+    write(
+        &root.join("bucket/n/1.ndjson"),
+        "{\"id\": 1, \"addr\": {\"city\": \"Oslo\"}, \"items\": [{\"sku\": \"a\"}]}\n",
+    );
+    let config = root.join("floe.toml");
+    let (code, out, err) = floe(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // The route now infers its schema from the data, with evolution on.
+    write(
+        &root.join("floe.toml"),
+        "[source]\nfolder = \"bucket\"\n[iceberg]\ntables.evolve-schema-enabled = true\n\
+         [[routes]]\nprefix = \"n/\"\ntable = \"t.nested\"\n",
+    );
+    write(
+        &root.join("bucket/n/2.ndjson"),
+        "{\"id\": 2, \"addr\": {\"city\": \"Rome\", \"zip\": \"00100\"}, \"items\": [{\"sku\": \"b\", \"qty\": 3}]}\n",
+    );
+    let (code, out, err) = floe(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("bad records: 0"), "{out}");
+
+    let r = root.canonicalize().unwrap();
+    let table = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        "t.nested",
+    );
+    assert_eq!(table["count"], 2, "{table}");
+    let rows = table["rows"].as_array().unwrap();
+    let by_id = |id: i64| {
+        rows.iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{table}"))
+    };
+    assert_eq!(by_id(2)["addr"]["zip"], "00100", "{table}");
+    assert_eq!(by_id(2)["items"][0]["qty"], 3, "{table}");
+    assert_eq!(by_id(1)["addr"]["zip"], serde_json::Value::Null, "{table}");
+    assert_eq!(by_id(1)["addr"]["city"], "Oslo", "{table}");
+    assert_eq!(
+        by_id(1)["items"][0]["qty"],
+        serde_json::Value::Null,
+        "{table}"
+    );
+    let types = table["types"].as_object().unwrap();
+    let addr = types["addr"].as_str().unwrap();
+    assert!(addr.contains("zip"), "{table}");
+    assert!(types["items"].as_str().unwrap().contains("qty"), "{table}");
+    let duck = floe_testbed::duckdb::read_sql_table(&r.join("catalog.db"), "t.nested", Some("id"));
+    assert_eq!(duck["count"], 2, "{duck}");
+}
+
+/// Kafka Connect's `iceberg.tables.default-commit-branch`: snapshots go on that branch, made
+/// from main at the first commit, each on top of the branch's last; main stays as it was; a pass
+/// with nothing new commits nothing. pyiceberg reads the branch at its snapshot (DuckDB's
+/// iceberg extension reads main only, so it is not asked).
+#[test]
+fn commits_go_on_the_default_commit_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        &root.join("floe.toml"),
+        "[source]\nfolder = \"bucket\"\n[iceberg]\ntables.default-commit-branch = \"audit\"\n\
+         [[routes]]\ntable = \"t.wap\"\non-change = \"append\"\n",
+    );
+    let config = root.join("floe.toml");
+    let config = config.to_str().unwrap();
+    write(&root.join("bucket/1.ndjson"), "{\"id\": 1}\n{\"id\": 2}\n");
+    let (code, out, err) = floe(&["run", "--config", config]);
+    assert_eq!(code, 0, "{out}{err}");
+    write(&root.join("bucket/2.ndjson"), "{\"id\": 3}\n");
+    let (code, out, err) = floe(&["run", "--config", config]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = floe(&["run", "--config", config]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    let r = root.canonicalize().unwrap();
+    let table = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        "t.wap",
+    );
+    assert_eq!(table["count"], 0, "main has nothing: {table}");
+    assert!(table["refs"].get("main").is_none(), "{table}");
+    let audit = &table["branches"]["audit"];
+    assert_eq!(audit["count"], 3, "{table}");
+    let snapshots = table["snapshots"].as_array().unwrap();
+    assert_eq!(snapshots.len(), 2, "one per pass that landed: {table}");
+    let head = table["refs"]["audit"].as_i64().unwrap();
+    let newest = snapshots.iter().find(|s| s["id"] == head).unwrap();
+    let first = snapshots.iter().find(|s| s["id"] != head).unwrap();
+    assert_eq!(newest["parent"], first["id"], "{table}");
+    assert!(newest["summary"]["floe.commit-id"].is_string(), "{table}");
+}
+
 /// Kafka Connect's `iceberg.tables.write-props.*` reach the Parquet writer: the codec, its
 /// level and the rows per row group; an unknown property stops the start, named.
 #[test]

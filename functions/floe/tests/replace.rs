@@ -192,6 +192,67 @@ fn an_object_overwritten_three_times_and_another_removed_read_back_as_they_are_n
         want(&[("a", 5, 2), ("c", 1, 10), ("d", 1, 9)])
     );
 
+    // Orphan files: after compaction and expiry the old files are unreferenced. Too young an
+    // age is refused; files older than the age go, the table's own stay, and both readers
+    // still see the same rows.
+    let refused = common::floe(
+        root,
+        &[
+            "maintain",
+            "--orphans-older-than-hours",
+            "1",
+            "--config",
+            "floe.toml",
+        ],
+        &[],
+    )
+    .expect_code(2, "an age below a day");
+    assert!(
+        refused.stderr.contains("--orphans-older-than-hours"),
+        "{}",
+        refused.stderr
+    );
+    let table_dir = root.join("warehouse/demo/items");
+    let stray = table_dir.join("data/00000-0-of-a-batch-that-died.parquet");
+    std::fs::write(&stray, b"PAR1").unwrap();
+    let files_before = age_files(&table_dir, 48);
+    let fresh = table_dir.join("data/00000-0-still-being-written.parquet");
+    std::fs::write(&fresh, b"PAR1").unwrap();
+    let said = common::floe(
+        root,
+        &[
+            "maintain",
+            "--expire-older-than-hours",
+            "0",
+            "--orphans-older-than-hours",
+            "24",
+            "--config",
+            "floe.toml",
+        ],
+        &[],
+    )
+    .expect_code(0, "floe maintain")
+    .stdout;
+    assert!(said.contains("orphan files removed"), "{said}");
+    assert!(!stray.exists(), "{said}");
+    assert!(fresh.exists(), "a file younger than the age stays");
+    let files_after = age_files(&table_dir, 0);
+    assert!(
+        files_after < files_before - 1,
+        "{files_before} -> {files_after}: {said}"
+    );
+    assert_eq!(
+        read_back(root, "demo.items"),
+        want(&[("a", 5, 2), ("c", 1, 10), ("d", 1, 9)])
+    );
+    std::fs::remove_file(&fresh).unwrap();
+    put(root, "items", "c", 2, 3);
+    floe_run(root);
+    assert_eq!(
+        read_back(root, "demo.items"),
+        want(&[("a", 5, 2), ("c", 2, 3), ("d", 1, 9)])
+    );
+
     // on-change = append: both versions' rows.
     assert_eq!(
         read_back(root, "demo.log"),
@@ -250,4 +311,24 @@ fn a_metadata_route_asking_for_current_state_keeps_one_row_per_live_object() {
         keys(),
         [("docs/x.txt".to_owned(), 11), ("docs/z.txt".to_owned(), 5)]
     );
+}
+
+/// Set back the modification time of every file under `dir` by `hours`; returns how many.
+fn age_files(dir: &Path, hours: u64) -> usize {
+    let mut n = 0;
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let f = std::fs::File::options().write(true).open(&path).unwrap();
+            let at = std::time::SystemTime::now() - std::time::Duration::from_secs(hours * 3600);
+            f.set_modified(at).unwrap();
+            n += 1;
+        }
+    }
+    n
 }

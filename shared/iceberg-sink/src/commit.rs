@@ -1,10 +1,10 @@
 //! Appending staged data files to a table exactly once.
 //!
 //! Every append carries floe's commit id in its snapshot summary (`floe.commit-id`). Before each
-//! attempt, and so before any retry, the table's history (the current snapshot and its
-//! ancestors) is searched for that id: if an earlier attempt landed (its answer lost to a
-//! timeout, a 5xx, a crash) the commit is reported as already done instead of being applied a
-//! second time. The same commit sets the table property `floe.commit-ids` (the latest commit
+//! attempt, and so before any retry, the table's history (the head of the branch it commits
+//! to, `main` unless the request names another, and its ancestors) is searched for that id: if
+//! an earlier attempt landed (its answer lost to a timeout, a 5xx, a crash) the commit is
+//! reported as already done instead of being applied a second time. The same commit sets the table property `floe.commit-ids` (the latest commit
 //! ids), which snapshot expiry leaves alone: a commit whose snapshot was expired is still
 //! found. Conflicts (another writer moved the table) are retried with backoff and jitter
 //! until the deadline; the files themselves do not change between attempts.
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use floe_core::retry::{Jitter, Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
-use iceberg::spec::{DataContentType, DataFile};
+use iceberg::spec::{DataContentType, DataFile, MAIN_BRANCH};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{TableIdent, TableUpdate};
@@ -85,7 +85,13 @@ pub struct FoundCommit {
 /// Whether `table` holds the commit `commit_id`: a snapshot of its current lineage whose
 /// summary carries the id, or else the id among the table's recent commit ids.
 pub fn find_commit(table: &Table, commit_id: &str) -> Option<FoundCommit> {
-    let lineage = walk_lineage(table, commit_id, &BTreeSet::new());
+    find_commit_on(table, MAIN_BRANCH, commit_id)
+}
+
+/// [`find_commit`] on `branch`'s lineage (a branch not made yet: `main`'s, which it will fork
+/// from).
+pub fn find_commit_on(table: &Table, branch: &str, commit_id: &str) -> Option<FoundCommit> {
+    let lineage = walk_lineage(table, branch, commit_id, &BTreeSet::new());
     found(table, commit_id, &lineage)
 }
 
@@ -134,13 +140,15 @@ struct Lineage {
 /// Walk `table`'s current lineage, newest first, once: for the snapshot carrying `commit_id`
 /// (the walk stops there) and for the batches among `wanted` that snapshots already took,
 /// whatever their commit id.
-fn walk_lineage(table: &Table, commit_id: &str, wanted: &BTreeSet<&str>) -> Lineage {
+fn walk_lineage(table: &Table, branch: &str, commit_id: &str, wanted: &BTreeSet<&str>) -> Lineage {
     let metadata = table.metadata();
     let mut lineage = Lineage {
         snapshot: None,
         taken: BTreeSet::new(),
     };
-    let mut next = metadata.current_snapshot().map(|s| s.snapshot_id());
+    let mut next = (crate::delta::branch_head(table, branch))
+        .or_else(|| metadata.current_snapshot())
+        .map(|s| s.snapshot_id());
     let mut seen = 0usize;
     while let Some(id) = next {
         let Some(snapshot) = metadata.snapshot_by_id(id) else {
@@ -242,6 +250,9 @@ pub struct AppendRequest {
     /// committer whose lease had run out, recovered beside the one that holds it) is left out,
     /// decided on the very table the attempt asserts, so it can never be appended twice.
     pub file_batches: Vec<String>,
+    /// The branch the snapshot goes on (`None`: `main`); one that does not exist yet is made
+    /// from `main`'s current snapshot (Kafka Connect's `iceberg.tables.default-commit-branch`).
+    pub branch: Option<String>,
 }
 
 /// Hook called after each attempt that reached the catalog with whether it succeeded; returning
@@ -285,7 +296,8 @@ pub async fn append_with_hook(
         // One walk of the history answers both "is this commit in?" and "which of its
         // batches are?".
         let wanted: BTreeSet<&str> = req.file_batches.iter().map(String::as_str).collect();
-        let lineage = walk_lineage(&table, &req.commit_id, &wanted);
+        let branch = req.branch.as_deref().unwrap_or(MAIN_BRANCH);
+        let lineage = walk_lineage(&table, branch, &req.commit_id, &wanted);
         if let Some(found) = found(&table, &req.commit_id, &lineage) {
             return Ok(AppendOutcome::AlreadyCommitted {
                 snapshot_id: found.snapshot_id,
@@ -315,9 +327,11 @@ pub async fn append_with_hook(
             properties.insert(BATCH_IDS_PROP.to_owned(), batch_ids);
         }
         let one_attempt = OneAttempt(catalog, &table);
-        let result = if files
-            .iter()
-            .all(|f| f.content_type() == DataContentType::Data)
+        // iceberg-rust's fast append commits to `main` only.
+        let result = if branch == MAIN_BRANCH
+            && files
+                .iter()
+                .all(|f| f.content_type() == DataContentType::Data)
         {
             let tx = Transaction::new(&table);
             let action = tx
@@ -334,9 +348,9 @@ pub async fn append_with_hook(
             let tx = set.apply(tx).map_err(from_iceberg)?;
             tx.commit(&one_attempt).await
         } else {
-            // Delete files: a row delta floe writes itself (`crate::delta`).
+            // Delete files, or another branch: a snapshot floe writes itself (`crate::delta`).
             let (requirements, mut updates) =
-                crate::delta::snapshot_updates(&table, files, summary).await?;
+                crate::delta::snapshot_updates(&table, branch, files, summary).await?;
             updates.push(TableUpdate::SetProperties {
                 updates: properties,
             });
@@ -348,8 +362,9 @@ pub async fn append_with_hook(
         let err = match result {
             Ok(_) if lost => Error::new(ErrorKind::StateUnknown, "the commit's answer was lost"),
             Ok(t) => {
-                let snapshot_id = (walk_lineage(&t, &req.commit_id, &BTreeSet::new()).snapshot)
-                    .or_else(|| t.metadata().current_snapshot_id())
+                let snapshot_id = (walk_lineage(&t, branch, &req.commit_id, &BTreeSet::new())
+                    .snapshot)
+                    .or_else(|| crate::delta::branch_head(&t, branch).map(|s| s.snapshot_id()))
                     .ok_or_else(|| {
                         Error::unexpected("commit returned a table without a current snapshot")
                     })?;

@@ -28,9 +28,10 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 use floe_core::{Error, ErrorKind, Result};
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, MAIN_BRANCH,
     ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation,
-    Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Struct, Summary,
+    Snapshot, SnapshotRef, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Struct,
+    Summary,
 };
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
@@ -143,8 +144,12 @@ pub async fn write_position_deletes(table: &Table, deletes: &PositionDeletes) ->
 /// and equality delete files, written for the table's default partition spec), with `properties`
 /// in its summary. Its manifests and manifest list are written here; the caller commits the
 /// updates (a conflict leaves them unreferenced).
+///
+/// The snapshot goes on `branch` (`main`, or another branch, created from `main`'s current
+/// snapshot when it does not exist yet, as Iceberg's Java writers do).
 pub async fn snapshot_updates(
     table: &Table,
+    branch: &str,
     files: Vec<DataFile>,
     properties: HashMap<String, String>,
 ) -> Result<(Vec<TableRequirement>, Vec<TableUpdate>)> {
@@ -153,14 +158,15 @@ pub async fn snapshot_updates(
         return Err(Error::new(
             ErrorKind::Unsupported,
             format!(
-                "table {}: floe writes row-level deletes into format v2 tables only (this one is {})",
+                "table {}: floe writes row-level deletes and commits to branches into format v2 \
+                 tables only (this one is {})",
                 table.identifier(),
                 metadata.format_version()
             ),
         ));
     }
     let snapshot_id = unique_snapshot_id(table);
-    let parent = metadata.current_snapshot();
+    let parent = parent_on(table, branch);
     let sequence_number = metadata.next_sequence_number();
     let schema = metadata.current_schema().clone();
 
@@ -234,6 +240,7 @@ pub async fn snapshot_updates(
     summary.extend(collector.build());
     finish_snapshot(
         table,
+        branch,
         Made {
             snapshot_id,
             sequence_number,
@@ -254,10 +261,26 @@ pub(crate) struct Made {
     pub(crate) summary: HashMap<String, String>,
 }
 
+/// The snapshot of `branch`, `None` when the branch does not exist.
+pub fn branch_head<'t>(table: &'t Table, branch: &str) -> Option<&'t SnapshotRef> {
+    let metadata = table.metadata();
+    if branch == MAIN_BRANCH {
+        return metadata.current_snapshot();
+    }
+    metadata.snapshot_for_ref(branch)
+}
+
+/// The parent of a new snapshot on `branch`: its head, or `main`'s current snapshot for a
+/// branch not made yet.
+fn parent_on<'t>(table: &'t Table, branch: &str) -> Option<&'t SnapshotRef> {
+    branch_head(table, branch).or_else(|| table.metadata().current_snapshot())
+}
+
 /// Write the manifest list of `made` and return the requirements and updates that add it as
-/// the new current snapshot of `main`, on top of the table's current one.
+/// the new head of `branch`, on top of its current one.
 pub(crate) async fn finish_snapshot(
     table: &Table,
+    branch: &str,
     made: Made,
 ) -> Result<(Vec<TableRequirement>, Vec<TableUpdate>)> {
     let Made {
@@ -268,7 +291,7 @@ pub(crate) async fn finish_snapshot(
         mut summary,
     } = made;
     let metadata = table.metadata();
-    let parent = metadata.current_snapshot();
+    let parent = parent_on(table, branch);
     let io = table.file_io();
     let location = metadata.location().trim_end_matches('/');
     let list_path = format!(
@@ -304,11 +327,15 @@ pub(crate) async fn finish_snapshot(
         })
         .with_schema_id(metadata.current_schema_id())
         .build();
-    let requirements = main_at(table, parent.map(|p| p.snapshot_id()));
+    let requirements = ref_at(
+        table,
+        branch,
+        branch_head(table, branch).map(|p| p.snapshot_id()),
+    );
     let updates = vec![
         TableUpdate::AddSnapshot { snapshot },
         TableUpdate::SetSnapshotRef {
-            ref_name: iceberg::spec::MAIN_BRANCH.to_owned(),
+            ref_name: branch.to_owned(),
             reference: SnapshotReference::new(
                 snapshot_id,
                 SnapshotRetention::branch(None, None, None),
@@ -320,12 +347,18 @@ pub(crate) async fn finish_snapshot(
 
 /// The requirements of a commit on top of `snapshot_id`: the same table, `main` still there.
 pub(crate) fn main_at(table: &Table, snapshot_id: Option<i64>) -> Vec<TableRequirement> {
+    ref_at(table, MAIN_BRANCH, snapshot_id)
+}
+
+/// The requirements of a commit on top of `snapshot_id` of `branch` (`None`: the branch has no
+/// snapshot yet, or does not exist).
+fn ref_at(table: &Table, branch: &str, snapshot_id: Option<i64>) -> Vec<TableRequirement> {
     vec![
         TableRequirement::UuidMatch {
             uuid: table.metadata().uuid(),
         },
         TableRequirement::RefSnapshotIdMatch {
-            r#ref: iceberg::spec::MAIN_BRANCH.to_owned(),
+            r#ref: branch.to_owned(),
             snapshot_id,
         },
     ]

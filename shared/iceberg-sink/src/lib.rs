@@ -11,6 +11,7 @@
 //! - [`wrap_catalog!`]: a catalog passing every call but its table commits to another.
 //! - [`commit`]: one snapshot per commit, carrying floe's commit id; history checked before retries.
 //! - [`maintain`]: compaction (applying deletes) and snapshot expiry.
+//! - [`orphans`]: which files under a table's location its metadata no longer reaches.
 //! - [`delta`]: row deltas (data and delete files in one snapshot), written by floe itself.
 
 pub mod aws_chain;
@@ -19,6 +20,7 @@ pub mod changes;
 pub mod commit;
 pub mod delta;
 pub mod maintain;
+pub mod orphans;
 pub mod rest;
 pub mod s3tables;
 pub mod schema;
@@ -33,7 +35,7 @@ pub use catalog::{CatalogConfig, CatalogKind, FloeCatalog, from_iceberg, open_ca
 pub use changes::RowChanges;
 pub use commit::{
     AppendOutcome, AppendRequest, BATCH_IDS_PROP, CHECKPOINT_PROP, COMMIT_ID_PROP, COMMIT_IDS_PROP,
-    FoundCommit, append_exactly_once, find_commit,
+    FoundCommit, append_exactly_once, find_commit, find_commit_on,
 };
 pub use sources::SourceRows;
 
@@ -44,6 +46,6 @@ pub const ON_CHANGE_PROP: &str = "floe.on-change";
 pub use staged::StagedFile;
 pub use table::{
     TableDefinition, add_missing_columns, all_tables, ensure_table, evolve_columns, load_table,
-    missing_fields, parse_ident, widened_fields,
+    missing_fields, missing_nested_fields, parse_ident, widened_fields,
 };
 pub use writer::{TableWriter, WRITE_PROPS, WriteProps, WriterOptions, arrow_schema};

@@ -413,6 +413,7 @@ pub async fn rewrite_updates(
     summary.extend(collector.build());
     finish_snapshot(
         table,
+        iceberg::spec::MAIN_BRANCH,
         Made {
             snapshot_id,
             sequence_number,

@@ -132,6 +132,61 @@ pub fn missing_fields<'a>(
         .collect()
 }
 
+/// The fields of `wanted` missing inside the table's struct columns, at any depth (through a
+/// list's element and a map's value too), each with the path of the struct it belongs in, as
+/// iceberg names it (`addr`, `items.element`, `attrs.value.geo`). A struct column the table
+/// lacks altogether is [`missing_fields`]'s. Names are compared case-insensitively.
+pub fn missing_nested_fields<'a>(
+    table: &Table,
+    wanted: &'a [floe_decode::Field],
+) -> Vec<(String, &'a floe_decode::Field)> {
+    let mut out = Vec::new();
+    let schema = table.metadata().current_schema();
+    for have in schema.as_struct().fields() {
+        if let Some(f) = wanted
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(&have.name))
+        {
+            nested_missing(&have.field_type, &f.ty, &have.name, &mut out);
+        }
+    }
+    out
+}
+
+fn nested_missing<'a>(
+    have: &Type,
+    want: &'a floe_decode::IcebergType,
+    path: &str,
+    out: &mut Vec<(String, &'a floe_decode::Field)>,
+) {
+    use floe_decode::IcebergType;
+    match (have, want) {
+        (Type::Struct(s), IcebergType::Struct(fields)) => {
+            for f in fields {
+                match (s.fields().iter()).find(|h| h.name.eq_ignore_ascii_case(&f.name)) {
+                    None => out.push((path.to_owned(), f)),
+                    Some(h) => {
+                        nested_missing(&h.field_type, &f.ty, &format!("{path}.{}", h.name), out)
+                    }
+                }
+            }
+        }
+        (Type::List(l), IcebergType::List(e)) => nested_missing(
+            &l.element_field.field_type,
+            &e.ty,
+            &format!("{path}.element"),
+            out,
+        ),
+        (Type::Map(m), IcebergType::Map { value, .. }) => nested_missing(
+            &m.value_field.field_type,
+            &value.ty,
+            &format!("{path}.value"),
+            out,
+        ),
+        _ => {}
+    }
+}
+
 /// A schema commit in flight, borrowing the catalog.
 type SchemaCommit<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = iceberg::Result<Table>> + Send + 'a>>;
@@ -187,24 +242,35 @@ pub async fn add_missing_columns(
     use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
     change_schema(catalog, ident, "add columns to", |table| {
         let missing = missing_fields(table, fields);
-        if missing.is_empty() {
+        let nested = missing_nested_fields(table, fields);
+        if missing.is_empty() && nested.is_empty() {
             return Ok(None);
         }
         let tx = Transaction::new(table);
         let mut action = tx.update_schema();
-        for f in &missing {
-            let mut column = AddColumn::optional(&f.name, to_iceberg_type(&f.ty));
-            if let Some(doc) = &f.doc {
-                column = AddColumn::builder()
-                    .name(f.name.clone())
-                    .field_type(to_iceberg_type(&f.ty))
-                    .doc(doc.clone())
-                    .build();
+        // An optional column (`parent`: the struct it goes in, `None`: the table).
+        let column = |parent: Option<&String>, f: &floe_decode::Field| {
+            let b = AddColumn::builder();
+            let (name, ty) = (f.name.clone(), to_iceberg_type(&f.ty));
+            match (parent, &f.doc) {
+                (None, None) => b.name(name).field_type(ty).build(),
+                (None, Some(d)) => b.name(name).field_type(ty).doc(d.clone()).build(),
+                (Some(p), None) => b.parent(p.clone()).name(name).field_type(ty).build(),
+                (Some(p), Some(d)) => (b.parent(p.clone()).name(name).field_type(ty))
+                    .doc(d.clone())
+                    .build(),
             }
-            action = action.add_column(column);
+        };
+        for f in &missing {
+            action = action.add_column(column(None, f));
+        }
+        for (parent, f) in &nested {
+            action = action.add_column(column(Some(parent), f));
         }
         let tx = action.apply(tx).map_err(from_iceberg)?;
-        let names = missing.iter().map(|f| f.name.clone()).collect();
+        let names = (missing.iter().map(|f| f.name.clone()))
+            .chain(nested.iter().map(|(p, f)| format!("{p}.{}", f.name)))
+            .collect();
         Ok(Some((
             names,
             Box::pin(tx.commit(catalog)) as SchemaCommit<'_>,
@@ -331,4 +397,79 @@ pub async fn all_tables(catalog: &dyn iceberg::Catalog) -> Result<Vec<TableIdent
     out.sort_by_key(|t| t.to_string());
     out.dedup();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use floe_decode::{Field, IcebergType};
+
+    fn st(fields: Vec<Field>) -> IcebergType {
+        IcebergType::Struct(fields)
+    }
+
+    #[test]
+    fn nested_fields_missing_in_structs_list_elements_and_map_values_are_found() {
+        let s = IcebergType::String;
+        let have = |extra: Vec<Field>| {
+            let mut city = vec![Field::optional("city", s.clone())];
+            city.extend(extra);
+            st(vec![
+                Field::optional("addr", st(city)),
+                Field::optional(
+                    "items",
+                    IcebergType::List(Box::new(Field::optional(
+                        "element",
+                        st(vec![Field::optional("sku", s.clone())]),
+                    ))),
+                ),
+                Field::optional(
+                    "attrs",
+                    IcebergType::Map {
+                        key: Box::new(Field::required("key", s.clone())),
+                        value: Box::new(Field::optional(
+                            "value",
+                            st(vec![Field::optional("v", IcebergType::Long)]),
+                        )),
+                    },
+                ),
+            ])
+        };
+        let table = to_iceberg_type(&have(vec![]));
+        let IcebergType::Struct(mut want) = have(vec![Field::optional("ZIP", s.clone())]) else {
+            unreachable!()
+        };
+        // items' element struct gains qty, attrs' value struct gains note.
+        if let IcebergType::List(e) = &mut want[1].ty
+            && let IcebergType::Struct(f) = &mut e.ty
+        {
+            f.push(Field::optional("qty", IcebergType::Long));
+        }
+        if let IcebergType::Map { value, .. } = &mut want[2].ty
+            && let IcebergType::Struct(f) = &mut value.ty
+        {
+            f.push(Field::optional("note", s.clone()));
+            f.push(Field::optional("V", IcebergType::Long));
+        }
+        let Type::Struct(table) = table else {
+            unreachable!()
+        };
+        let mut out = Vec::new();
+        for have in table.fields() {
+            let f = want.iter().find(|f| f.name == have.name).unwrap();
+            nested_missing(&have.field_type, &f.ty, &have.name, &mut out);
+        }
+        let found: Vec<(String, &str)> = out
+            .iter()
+            .map(|(p, f)| (p.clone(), f.name.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                ("addr".to_owned(), "ZIP"),
+                ("items.element".to_owned(), "qty"),
+                ("attrs.value".to_owned(), "note"),
+            ]
+        );
+    }
 }

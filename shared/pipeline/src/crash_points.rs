@@ -202,6 +202,7 @@ const OWN_TESTS: &[&str] = &[
     "maintain.after-record",
     "maintain.after-commit",
     "maintain.after-move",
+    "maintain.after-orphan",
 ];
 
 /// Objects that change replace their rows (`on-change = replace`, the default): a first pass
@@ -823,6 +824,7 @@ async fn a_stray_commit_record_recovered_after_the_landed_one_expired_appends_no
             summary: HashMap::new(),
             deadline: std::time::Instant::now() + Duration::from_secs(30),
             file_batches: Vec::new(),
+            branch: None,
         };
         floe_iceberg::append_exactly_once(catalog.as_ref(), &other)
             .await
@@ -913,6 +915,7 @@ fn maintain_options() -> crate::targets::maintain::MaintainOptions {
         compact: true,
         expire_older_than: Some(Duration::ZERO),
         keep_snapshots: 1,
+        remove_orphans_older_than: None,
     }
 }
 
@@ -1014,4 +1017,142 @@ async fn maintenance_halted_after_its_commit() {
 #[tokio::test]
 async fn maintenance_halted_after_moving_the_records() {
     maintain_crash_and_recover("maintain.after-move").await;
+}
+
+/// Every file under `t.events`' location, as paths.
+fn files_under_table(dir: &Path) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut dirs = vec![dir.join("warehouse")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                dirs.push(e.path());
+            } else {
+                out.insert(
+                    e.path()
+                        .canonicalize()
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// What `t.events`' metadata reaches, as paths.
+async fn referenced(catalog: &Arc<dyn FloeCatalog>) -> std::collections::BTreeSet<String> {
+    let ident = TableIdent::from_strs(["t", "events"]).unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    (floe_iceberg::orphans::referenced_files(&table)
+        .await
+        .unwrap())
+    .into_iter()
+    .map(|p| {
+        Path::new(&p)
+            .canonicalize()
+            .unwrap_or_else(|e| panic!("{p} is referenced but unreadable: {e}"))
+            .to_string_lossy()
+            .into_owned()
+    })
+    .collect()
+}
+
+/// A replacing table compacted with its history expired (the old files and metadata now
+/// unreferenced), a file of a batch that died, and a batch staged but not committed: orphan
+/// removal takes the unreferenced files and the dead batch's, keeps every file the table or the
+/// staged batch names, and the staged batch then commits with all its rows.
+#[tokio::test]
+async fn orphan_removal_keeps_what_the_table_and_staged_batches_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = local_catalog(dir.path()).await;
+    let p = replaced_twice(dir.path(), &catalog).await;
+    p.maintain(&["t.events".to_owned()], &maintain_options())
+        .await
+        .unwrap();
+    let data = dir.path().join("warehouse/t/events/data");
+    std::fs::create_dir_all(&data).unwrap();
+    let dead = data.join("00000-0-dead-batch.parquet");
+    std::fs::write(&dead, b"PAR1 a batch that died").unwrap();
+    // d staged, its commit never ran.
+    std::fs::write(
+        dir.path().join("bucket/d.ndjson"),
+        "{\"id\":41,\"v\":\"x41\"}\n",
+    )
+    .unwrap();
+    {
+        let crashed = pipeline(dir.path(), &catalog, Faults::halt_at("commit.after-lease")).await;
+        tokio::select! {
+            r = crashed.run_once(true) => panic!("not halted: {:?}", r.map(|r| r.failures().to_vec())),
+            () = crashed.faults().halted() => {}
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(LEASE_MS + 10)).await;
+    let before = files_under_table(dir.path());
+    let live = referenced(&catalog).await;
+    let unreferenced: Vec<&String> = before.iter().filter(|f| !live.contains(*f)).collect();
+    assert!(unreferenced.len() >= 6, "{unreferenced:?}");
+
+    let mut opts = maintain_options();
+    opts.compact = false;
+    opts.remove_orphans_older_than = Some(Duration::ZERO);
+    let done = p.maintain(&["t.events".to_owned()], &opts).await.unwrap();
+    let orphans = done[0].orphans.clone().expect("orphan removal ran");
+    assert_eq!(orphans.protected, 1, "d's staged file: {done:?}");
+    assert_eq!(orphans.removed, unreferenced.len() - 1, "{done:?}");
+    let after = files_under_table(dir.path());
+    assert!(!dead.exists());
+    assert!(live.is_subset(&after), "a referenced file went");
+    assert_eq!(
+        after.len(),
+        live.len() + 1,
+        "only d's staged file is unreferenced"
+    );
+
+    let report = p.run_once(true).await.unwrap();
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    assert_eq!(ids(&catalog).await, [4, 5, 6, 7, 8, 9, 21, 22, 23, 41]);
+    // Expiring nothing more, a second removal finds nothing: the commit left no orphans.
+    opts.expire_older_than = None;
+    let again = p.maintain(&["t.events".to_owned()], &opts).await.unwrap();
+    assert_eq!(again[0].orphans.as_ref().unwrap().removed, 0, "{again:?}");
+    assert_eq!(files_under_table(dir.path()), referenced(&catalog).await);
+}
+
+/// Orphan removal halted after its first deletion: the table reads the same, and the next
+/// maintenance removes the rest.
+#[tokio::test]
+async fn orphan_removal_halted_midway_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = local_catalog(dir.path()).await;
+    drop(replaced_twice(dir.path(), &catalog).await);
+    let mut opts = maintain_options();
+    opts.remove_orphans_older_than = Some(Duration::ZERO);
+    {
+        let crashed = pipeline(
+            dir.path(),
+            &catalog,
+            Faults::halt_at("maintain.after-orphan"),
+        )
+        .await;
+        let tables = ["t.events".to_owned()];
+        tokio::select! {
+            r = crashed.maintain(&tables, &opts) => panic!("not halted: {r:?}"),
+            () = crashed.faults().halted() => {}
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(LEASE_MS + 10)).await;
+    assert_eq!(ids(&catalog).await, [4, 5, 6, 7, 8, 9, 21, 22, 23]);
+    assert!(files_under_table(dir.path()).len() > referenced(&catalog).await.len());
+    let p = pipeline(dir.path(), &catalog, Faults::default()).await;
+    let done = p.maintain(&["t.events".to_owned()], &opts).await.unwrap();
+    assert!(done[0].orphans.as_ref().unwrap().removed > 0, "{done:?}");
+    assert_eq!(files_under_table(dir.path()), referenced(&catalog).await);
+    assert_eq!(ids(&catalog).await, [4, 5, 6, 7, 8, 9, 21, 22, 23]);
+    overwrite(dir.path(), "a.ndjson", &[31]).await;
+    let report = p.run_once(true).await.unwrap();
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    assert_eq!(ids(&catalog).await, [4, 5, 6, 7, 8, 9, 31]);
 }

@@ -44,6 +44,7 @@ pub const POINTS: &[&str] = &[
     "maintain.after-record",
     "maintain.after-commit",
     "maintain.after-move",
+    "maintain.after-orphan",
     "backfill.after-ingest",
     "backfill.after-page",
 ];

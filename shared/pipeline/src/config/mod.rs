@@ -90,6 +90,41 @@ pub struct FloeConfig {
     /// `[maxcompute] staging-location`: where routes whose only target is MaxCompute stage
     /// their files (default: see [`crate::targets::staging`]).
     pub staging_location: Option<String>,
+    /// Which branch each Iceberg table's commits go on.
+    pub commit_branches: CommitBranches,
+}
+
+/// Kafka Connect's `iceberg.tables.default-commit-branch` and
+/// `iceberg.table.<table>.commit-branch`: the branch a table's snapshots go on (default
+/// `main`). A branch that does not exist is made at the first commit, from `main`'s current
+/// snapshot. Routes that replace or upsert rows commit to `main` only (their table may not be
+/// on another branch).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommitBranches {
+    /// `tables.default-commit-branch`.
+    pub default: Option<String>,
+    /// `table.<table>.commit-branch`, by table.
+    pub tables: HashMap<String, String>,
+}
+
+impl CommitBranches {
+    /// The branch `table` commits to, `None` for `main`.
+    pub fn of(&self, table: &str) -> Option<&str> {
+        let b = self.tables.get(table).or(self.default.as_ref())?;
+        (b != "main").then_some(b.as_str())
+    }
+}
+
+/// A branch name as the option `key` gives it.
+fn branch_name(key: &str, value: &str) -> Result<String> {
+    let b = value.trim();
+    if b.is_empty() || b.contains(char::is_whitespace) {
+        return Err(Error::config(
+            key,
+            format!("`{value}` is not a branch name"),
+        ));
+    }
+    Ok(b.to_owned())
 }
 
 /// `[source]`.
@@ -466,12 +501,20 @@ impl FloeConfig {
         let kc_interval = o.string("control.commit.interval-ms")?;
         let kc_timeout = o.string("control.commit.timeout-ms")?;
         let mut table_ids = HashMap::new();
+        let mut branches = CommitBranches::default();
         for (rest, value) in o.prefixed("table")? {
-            // Kafka Connect's per-table options: `iceberg.table.<table>.id-columns`.
+            // Kafka Connect's per-table options: `iceberg.table.<table>.id-columns` and
+            // `.commit-branch`.
+            if let Some(table) = rest.strip_suffix(".commit-branch") {
+                let branch = branch_name(&format!("iceberg.table.{rest}"), &value)?;
+                branches.tables.insert(table.to_owned(), branch);
+                continue;
+            }
             let Some(table) = rest.strip_suffix(".id-columns") else {
                 return Err(Error::config(
                     &format!("iceberg.table.{rest}"),
-                    "unsupported per-table option (floe takes id-columns; routes take the rest)",
+                    "unsupported per-table option (floe takes id-columns and commit-branch; \
+                     routes take the rest)",
                 ));
             };
             let columns: Vec<String> = (value.split(','))
@@ -497,6 +540,9 @@ impl FloeConfig {
                 "iceberg.tables.write-props",
             )?,
         };
+        if let Some(b) = o.string("tables.default-commit-branch")? {
+            branches.default = Some(branch_name("iceberg.tables.default-commit-branch", &b)?);
+        }
         // Kafka Connect's static routing (`iceberg.tables`): with no [[routes]], one table
         // takes every object as records (a properties file cannot write [[routes]]).
         let kc_tables = o.list("tables")?;
@@ -613,8 +659,24 @@ impl FloeConfig {
             }
         };
 
+        for (i, r) in routes.iter().enumerate() {
+            let replaces = r.on_change == OnChange::Replace || r.changes.is_some();
+            if replaces && r.targets.iceberg && branches.of(&r.table).is_some() {
+                return Err(Error::config(
+                    &format!("routes[{i}].on-change"),
+                    format!(
+                        "table {} commits to branch {}: floe replaces and upserts rows on main \
+                         only; set on-change = \"append\" (without upserts) for this route",
+                        r.table,
+                        branches.of(&r.table).unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+
         Ok(FloeConfig {
             base_dir: base.to_owned(),
+            commit_branches: branches,
             source,
             catalog,
             checkpoint,
@@ -939,9 +1001,9 @@ mod tests {
         );
         let e = with("tables.upsert-mode-enabled = true\n", "").unwrap_err();
         assert!(e.to_string().contains("id-columns"), "{e}");
-        let e = with("table.demo.t.commit-branch = \"b\"\n", "").unwrap_err();
+        let e = with("table.demo.t.route-regex = \"b\"\n", "").unwrap_err();
         assert!(
-            e.to_string().contains("iceberg.table.demo.t.commit-branch"),
+            e.to_string().contains("iceberg.table.demo.t.route-regex"),
             "{e}"
         );
         let e = with(
@@ -950,6 +1012,47 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("records mode"), "{e}");
+    }
+
+    #[test]
+    fn commit_branches_take_the_kafka_connect_names_and_refuse_replacing_routes() {
+        let with = |iceberg: &str, route: &str| {
+            load(
+                &MINIMAL
+                    .replace(
+                        "catalog.warehouse = \"wh\"\n",
+                        &format!("catalog.warehouse = \"wh\"\n{iceberg}"),
+                    )
+                    .replace(
+                        "table = \"demo.t\"\n",
+                        &format!("table = \"demo.t\"\n{route}"),
+                    ),
+            )
+        };
+        let append = "on-change = \"append\"\n";
+        let c = with("tables.default-commit-branch = \"audit\"\n", append).unwrap();
+        assert_eq!(c.commit_branches.of("demo.t"), Some("audit"));
+        assert_eq!(c.commit_branches.of("demo.other"), Some("audit"));
+        let c = with(
+            "tables.default-commit-branch = \"audit\"\ntable.demo.t.commit-branch = \"main\"\n",
+            "",
+        )
+        .unwrap();
+        assert_eq!(c.commit_branches.of("demo.t"), None, "a table's own wins");
+        assert_eq!(c.commit_branches.of("demo.other"), Some("audit"));
+        let c = with("table.demo.t.commit-branch = \"wap\"\n", append).unwrap();
+        assert_eq!(c.commit_branches.of("demo.t"), Some("wap"));
+        assert_eq!(load(MINIMAL).unwrap().commit_branches.of("demo.t"), None);
+        // Replacing (records mode's default) and upserting routes commit to main only.
+        let e = with("tables.default-commit-branch = \"audit\"\n", "").unwrap_err();
+        assert!(e.to_string().contains("routes[0].on-change"), "{e}");
+        assert!(e.to_string().contains("audit"), "{e}");
+        let e = with("tables.default-commit-branch = \"a b\"\n", append).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("iceberg.tables.default-commit-branch"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use floe_decode::cdc::MetaRow;
 use floe_decode::decode::BadRecord;
 use floe_iceberg::{
     SourceRows, StagedFile, TableDefinition, TableWriter, WriterOptions, ensure_table,
-    evolve_columns, missing_fields, parse_ident, widened_fields,
+    evolve_columns, missing_fields, missing_nested_fields, parse_ident, widened_fields,
 };
 use iceberg::table::Table;
 
@@ -499,6 +499,7 @@ impl Pipeline {
     ) -> Result<()> {
         let sample = infer_object_schema(store, change, route).await?;
         if missing_fields(&slot.table, &sample.fields).is_empty()
+            && missing_nested_fields(&slot.table, &sample.fields).is_empty()
             && widened_fields(&slot.table, &sample.fields).is_empty()
         {
             return Ok(());

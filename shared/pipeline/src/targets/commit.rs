@@ -519,7 +519,10 @@ impl Committer<'_> {
     /// The target behind an id.
     fn target(&self, id: &TargetId) -> Box<dyn Target> {
         match id {
-            TargetId::Iceberg { table, .. } => Box::new(IcebergTarget::new(table)),
+            TargetId::Iceberg { table, .. } => Box::new(IcebergTarget::new(
+                table,
+                self.config.commit_branches.of(table).map(str::to_owned),
+            )),
             TargetId::MaxCompute { .. } => Box::new(MaxComputeTarget::default()),
         }
     }

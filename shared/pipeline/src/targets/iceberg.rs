@@ -8,7 +8,7 @@ use floe_checkpoint::{Version, Write, encode};
 use floe_core::{Error, ErrorKind, Result};
 use floe_iceberg::delta::{PositionDeletes, write_position_deletes};
 use floe_iceberg::{
-    AppendOutcome, AppendRequest, CHECKPOINT_PROP, append_exactly_once, find_commit, load_table,
+    AppendOutcome, AppendRequest, CHECKPOINT_PROP, append_exactly_once, find_commit_on, load_table,
     parse_ident,
 };
 use iceberg::spec::DataFile;
@@ -22,6 +22,8 @@ use crate::protocol::replace::{self, ObjKey};
 /// The Iceberg table `table` (`namespace.table`) of the pipeline's catalog.
 pub struct IcebergTarget {
     table: String,
+    /// The branch its snapshots go on (`None`: `main`).
+    branch: Option<String>,
     /// The table as [`Target::is_in`] loaded it, reused by [`Target::commit`].
     loaded: Mutex<Option<Table>>,
     /// What the `rows/` records said when [`Target::commit`] worked out the replaced rows of
@@ -35,10 +37,11 @@ pub struct IcebergTarget {
 type Held = (HashMap<ObjKey, ObjectRows>, HashMap<ObjKey, Version>);
 
 impl IcebergTarget {
-    /// The target for `table`.
-    pub fn new(table: &str) -> Self {
+    /// The target for `table`, committing to `branch` (`None`: `main`).
+    pub fn new(table: &str, branch: Option<String>) -> Self {
         IcebergTarget {
             table: table.to_owned(),
+            branch,
             loaded: Mutex::new(None),
             held: Mutex::new(None),
         }
@@ -76,6 +79,7 @@ impl IcebergTarget {
             summary: HashMap::from([(CHECKPOINT_PROP.to_owned(), checkpoint.to_string())]),
             deadline,
             file_batches,
+            branch: self.branch.clone(),
         })
     }
 
@@ -176,10 +180,13 @@ impl IcebergTarget {
 impl Target for IcebergTarget {
     async fn is_in(&self, cx: &Committer<'_>, record: &CommitRecord) -> Result<Option<Landed>> {
         let table = self.load(cx).await?;
-        Ok(find_commit(&table, &record.id).map(|found| Landed {
-            snapshot_id: found.snapshot_id,
-            bad_rows: 0,
-        }))
+        let branch = self.branch.as_deref().unwrap_or(iceberg::spec::MAIN_BRANCH);
+        Ok(
+            find_commit_on(&table, branch, &record.id).map(|found| Landed {
+                snapshot_id: found.snapshot_id,
+                bad_rows: 0,
+            }),
+        )
     }
 
     async fn commit(&self, cx: &Committer<'_>, pending: PendingCommit<'_>) -> Result<Landed> {

@@ -54,16 +54,20 @@ pub struct MaintainOptions {
     pub expire_older_than: Option<Duration>,
     /// Snapshots of `main` always kept.
     pub keep_snapshots: usize,
+    /// Remove orphan files older than this (see [`super::orphans`]); `None`: keep them.
+    pub remove_orphans_older_than: Option<Duration>,
 }
 
 impl Default for MaintainOptions {
-    /// What the deployed `maintain` function does: compact, and expire snapshots older than
-    /// Iceberg's default of 5 days, keeping the newest one.
+    /// What the deployed `maintain` function does: compact, expire snapshots older than
+    /// Iceberg's default of 5 days, keeping the newest one, and remove orphan files older than
+    /// Iceberg's default of 3 days.
     fn default() -> Self {
         MaintainOptions {
             compact: true,
             expire_older_than: Some(Duration::from_secs(5 * 24 * 3600)),
             keep_snapshots: 1,
+            remove_orphans_older_than: Some(Duration::from_secs(3 * 24 * 3600)),
         }
     }
 }
@@ -83,6 +87,8 @@ pub struct TableMaintenance {
     pub skipped: Vec<String>,
     /// `rows/` records moved to the new files.
     pub records_moved: usize,
+    /// Orphan files removed (when asked).
+    pub orphans: Option<super::orphans::OrphanReport>,
 }
 
 impl Committer<'_> {
@@ -207,6 +213,32 @@ impl Committer<'_> {
                             .while_doing(format!("failed to expire snapshots of {table}"))
                     })?;
                 report.snapshots_expired = ids.len();
+            }
+        }
+        if let Some(age) = opts.remove_orphans_older_than {
+            if self.config.catalog.kind == floe_iceberg::CatalogKind::S3Tables {
+                report.skipped.push(
+                    "orphan files: the table bucket removes unreferenced files itself \
+                     (icebergUnreferencedFileRemoval)"
+                        .into(),
+                );
+            } else {
+                let loaded = load_table(self.catalog.as_ref(), &ident)
+                    .await?
+                    .ok_or_else(|| {
+                        Error::config("--table", format!("table {table} does not exist"))
+                    })?;
+                let protected = super::orphans::batch_files(self.checkpoint.as_ref()).await?;
+                let cutoff = floe_checkpoint::now_ms() - age.as_millis() as i64;
+                // Still ours, so no committer has added to the table since it was loaded.
+                self.renew_lease(true).await?;
+                let orphans =
+                    super::orphans::remove_orphans(&loaded, &protected, cutoff, self.faults)
+                        .await
+                        .map_err(|e| {
+                            e.while_doing(format!("failed to remove orphan files of {table}"))
+                        })?;
+                report.orphans = Some(orphans);
             }
         }
         Ok(report)

@@ -6,6 +6,7 @@
 //! - [`iceberg`]: an Iceberg table: the files appended in one snapshot.
 //! - [`maxcompute`]: a MaxCompute table: the files' rows uploaded in one tunnel session.
 //! - [`maintain`]: compaction and snapshot expiry of an Iceberg table, under its commit lease.
+//! - [`orphans`]: orphan-file removal, maintenance's last step.
 //! - [`staging`]: where a MaxCompute-only route stages its files, without an Iceberg table.
 //!
 //! A target answers two questions for the committer: is this commit in ([`Target::is_in`]),
@@ -18,6 +19,7 @@ pub mod iceberg;
 pub mod id;
 pub mod maintain;
 pub mod maxcompute;
+pub mod orphans;
 pub mod staging;
 
 use floe_checkpoint::Version;

@@ -1,0 +1,267 @@
+//! Orphan-file removal, the last step of `floe maintain`: list a table's location, keep what
+//! the table's metadata reaches and what the checkpoint table still names, delete the rest
+//! once it is older than a safe age (the decision: [`floe_iceberg::orphans`]).
+//!
+//! | a file under the table's location | kept because |
+//! |---|---|
+//! | reached from the current metadata (data, deletes, manifests, lists, metadata log, statistics) | the table reads it |
+//! | named by a `batch/` record that is running or staged | a commit will add it |
+//! | modified within `--orphans-older-than-hours` (default 72, at least 24) | a running batch may have written it without recording it yet; a commit may be writing it |
+//! | anything else | removed: files of expired snapshots, metadata that fell off the log, files of a crashed compaction, files of abandoned batches |
+//!
+//! It runs under the table's commit lease, after compaction and expiry, so no committer adds
+//! to the table meanwhile; files a commit in another process writes without the lease (none
+//! does today) would be protected by the age alone.
+//!
+//! Where the location is: a folder (`file://` or a bare path) is walked; `s3://` and `oss://`
+//! locations are listed through floe's object store with the table's FileIO properties
+//! (`s3.endpoint`, `s3.region` / `client.region`, `s3.path-style-access`, keys; none: the
+//! provider's default chain). S3 Tables and OSS Tables buckets remove unreferenced files
+//! themselves (their `icebergUnreferencedFileRemoval`), and cannot be listed: floe leaves
+//! them alone.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use floe_checkpoint::StoreExt;
+use floe_core::{Error, Provider, Result};
+use floe_iceberg::orphans::{ListedFile, referenced_files, select};
+use floe_storage::{ObjectStore, S3Store, S3StoreConfig};
+use iceberg::table::Table;
+
+use crate::protocol::records::{BatchRecord, BatchState};
+
+/// The least age `--orphans-older-than-hours` accepts: younger files may belong to a batch
+/// still writing, which records its files only when it stages.
+pub const MIN_ORPHAN_AGE_HOURS: f64 = 24.0;
+
+/// What orphan removal did to one table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OrphanReport {
+    /// Files listed under the location.
+    pub listed: usize,
+    /// Files removed, and their bytes.
+    pub removed: usize,
+    pub removed_bytes: u64,
+    /// Unreferenced files kept because a live batch names them.
+    pub protected: usize,
+}
+
+/// Where a table's files are, and how to list and delete them.
+enum Location {
+    Folder(PathBuf),
+    Bucket {
+        store: Arc<dyn ObjectStore>,
+        /// `s3` or `oss`: the scheme paths are written with.
+        scheme: &'static str,
+        /// The key prefix of the location, ending in `/`.
+        prefix: String,
+    },
+}
+
+impl Location {
+    /// The storage of `table`'s location, with its FileIO's properties.
+    async fn of(table: &Table) -> Result<Location> {
+        let location = table.metadata().location().trim_end_matches('/');
+        if location.starts_with('/') || location.starts_with("file:") {
+            return Ok(Location::Folder(PathBuf::from(
+                floe_iceberg::orphans::normal(location),
+            )));
+        }
+        let (scheme, rest) = location
+            .split_once("://")
+            .ok_or_else(|| Error::invalid_input(format!("table location `{location}`")))?;
+        let (provider, scheme) = match scheme.to_ascii_lowercase().as_str() {
+            "s3" | "s3a" | "s3n" => (Provider::S3, "s3"),
+            "oss" => (Provider::Oss, "oss"),
+            other => {
+                return Err(Error::new(
+                    floe_core::ErrorKind::Unsupported,
+                    format!("table location `{location}`: floe cannot list `{other}` storage"),
+                ));
+            }
+        };
+        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+        let config = store_config(provider, bucket, table.file_io().config().props())?;
+        let store = S3Store::new(config).await?;
+        Ok(Location::Bucket {
+            store: Arc::new(store),
+            scheme,
+            prefix: if key.is_empty() {
+                String::new()
+            } else {
+                format!("{key}/")
+            },
+        })
+    }
+
+    async fn list(&self) -> Result<Vec<ListedFile>> {
+        match self {
+            Location::Folder(root) => {
+                let root = root.clone();
+                tokio::task::spawn_blocking(move || walk(&root))
+                    .await
+                    .map_err(|e| Error::unexpected(format!("listing stopped: {e}")))?
+            }
+            Location::Bucket {
+                store,
+                scheme,
+                prefix,
+            } => {
+                let mut out = Vec::new();
+                let mut token = None;
+                loop {
+                    let page = store.list(prefix, token.as_deref(), 1000).await?;
+                    for o in page.objects {
+                        out.push(ListedFile {
+                            path: format!("{scheme}://{}/{}", store.bucket(), o.key),
+                            size: o.size,
+                            modified_ms: o.last_modified.map_or(i64::MAX, |t| t.timestamp_millis()),
+                        });
+                    }
+                    match page.next_token {
+                        Some(t) => token = Some(t),
+                        None => break,
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        match self {
+            Location::Folder(_) => match tokio::fs::remove_file(path).await {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(Error::from(e).while_doing(format!("failed to remove {path}"))),
+            },
+            Location::Bucket { store, scheme, .. } => {
+                let key = path
+                    .strip_prefix(&format!("{scheme}://{}/", store.bucket()))
+                    .ok_or_else(|| Error::unexpected(format!("{path} is not in the bucket")))?;
+                store.delete(key).await
+            }
+        }
+    }
+}
+
+/// The object-store configuration for `bucket` from FileIO properties (iceberg's names).
+fn store_config(
+    provider: Provider,
+    bucket: &str,
+    props: &HashMap<String, String>,
+) -> Result<S3StoreConfig> {
+    let get = |k: &str| props.get(k).filter(|v| !v.is_empty());
+    let mut config = S3StoreConfig::new(provider, bucket);
+    let region = get("s3.region").or_else(|| get("client.region"));
+    if let Some(r) = region {
+        config = config.with_region(r);
+    }
+    match get("s3.endpoint") {
+        Some(e) => config = config.with_endpoint(e),
+        None if provider == Provider::Oss => {
+            let r = region.ok_or_else(|| {
+                Error::config("s3.endpoint", "an oss:// table location needs s3.endpoint")
+            })?;
+            config = config.with_endpoint(format!("https://oss-{r}.aliyuncs.com"));
+        }
+        None => {}
+    }
+    let local = config.endpoint.as_deref().is_some_and(|e| {
+        let host = e.split_once("://").map_or(e, |(_, r)| r);
+        let host = host.split(['/', ':']).next().unwrap_or(host);
+        host == "localhost" || host.parse::<std::net::IpAddr>().is_ok()
+    });
+    let path_style = match get("s3.path-style-access") {
+        Some(v) => matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"),
+        None => local,
+    };
+    config = config.with_path_style(path_style);
+    if let (Some(id), Some(secret)) = (get("s3.access-key-id"), get("s3.secret-access-key")) {
+        let token = get("s3.session-token").map(|t| floe_core::Secret::new(t.clone()));
+        config = config.with_keys(id, floe_core::Secret::new(secret.clone()), token);
+    }
+    Ok(config)
+}
+
+/// Every file under `root`, recursively (a missing folder has none).
+fn walk(root: &Path) -> Result<Vec<ListedFile>> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(Error::from(e).while_doing(format!("failed to list {}", dir.display())));
+            }
+        };
+        for entry in entries {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            if meta.is_dir() {
+                dirs.push(entry.path());
+            } else if meta.is_file() {
+                let modified_ms = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(i64::MAX, |d| d.as_millis() as i64);
+                out.push(ListedFile {
+                    path: entry.path().to_string_lossy().into_owned(),
+                    size: meta.len(),
+                    modified_ms,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The files live batches name: running or staged, for any target (an abandoned batch can no
+/// longer stage, so its files are orphans once old enough).
+pub(crate) async fn batch_files(
+    checkpoint: &dyn floe_checkpoint::CheckpointStore,
+) -> Result<BTreeSet<String>> {
+    let mut out = BTreeSet::new();
+    let prefix = crate::protocol::records::batch_key("");
+    for (_, batch, _) in checkpoint.scan_json::<BatchRecord>(&prefix).await? {
+        if batch.state == BatchState::Abandoned {
+            continue;
+        }
+        for files in batch.targets.values() {
+            out.extend(files.files.iter().map(|f| f.path.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// Remove `table`'s orphan files older than `older_than_ms` (ms since the epoch), keeping
+/// those in `protected`.
+pub(crate) async fn remove_orphans(
+    table: &Table,
+    protected: &BTreeSet<String>,
+    older_than_ms: i64,
+    faults: &crate::fault::Faults,
+) -> Result<OrphanReport> {
+    let location = Location::of(table).await?;
+    let listed = location.list().await?;
+    let referenced = referenced_files(table).await?;
+    let chosen = select(&listed, &referenced, protected, older_than_ms);
+    let unreferenced = select(&listed, &referenced, &BTreeSet::new(), older_than_ms).len();
+    let mut report = OrphanReport {
+        listed: listed.len(),
+        protected: unreferenced - chosen.len(),
+        ..Default::default()
+    };
+    for f in chosen {
+        location.delete(&f.path).await?;
+        tracing::debug!(path = %f.path, "removed an orphan file");
+        report.removed += 1;
+        report.removed_bytes += f.size;
+        faults.hit("maintain.after-orphan").await;
+    }
+    Ok(report)
+}
