@@ -16,6 +16,12 @@ const CALLER_SECRET: &str = "caller-secret-value";
 const ROLE_ARN: &str = "acs:ram::1234567890123456:role/floe-ingest";
 const PROVIDER_ARN: &str = "acs:ram::1234567890123456:oidc-provider/ack-rrsa-c1";
 
+/// The tests of this file run one at a time: the log test sets a subscriber for its own
+/// thread, and tracing recomputes its global level filter and callsite interest whenever any
+/// test's clients register or drop theirs, so a test running beside it can switch off the very
+/// events it looks for.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn stand_in() -> AlibabaAuthStandIn {
     AlibabaAuthStandIn::start(Credentials::new(CALLER_ID, CALLER_SECRET))
         .await
@@ -78,6 +84,7 @@ fn metadata_env(imds: &AlibabaAuthStandIn) -> Env {
 
 #[tokio::test]
 async fn environment_keys_come_first_and_make_no_request() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let sts = stand_in().await;
     let mut env = oidc_env(&sts);
     env.set("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI-env")
@@ -91,6 +98,7 @@ async fn environment_keys_come_first_and_make_no_request() {
 
 #[tokio::test]
 async fn oidc_assumes_the_role_with_the_token_in_the_body() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let sts = stand_in().await;
     let c = oidc_env(&sts).source().current().await.unwrap();
     assert_eq!(c, AlibabaAuthStandIn::keys(1));
@@ -116,6 +124,7 @@ async fn oidc_assumes_the_role_with_the_token_in_the_body() {
 
 #[tokio::test]
 async fn the_cli_profile_assumes_a_role_with_a_signed_call() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let sts = stand_in().await;
     let mut env = Env::new(&[("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")]);
     env.set("ALIBABA_CLOUD_STS_ENDPOINT", &sts.endpoint());
@@ -163,6 +172,7 @@ async fn the_cli_profile_assumes_a_role_with_a_signed_call() {
 
 #[tokio::test]
 async fn the_ini_profile_is_read_when_the_cli_profile_is_switched_off() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let mut env = Env::new(&[
         ("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true"),
         ("ALIBABA_CLOUD_CLI_PROFILE_DISABLED", "true"),
@@ -184,6 +194,7 @@ async fn the_ini_profile_is_read_when_the_cli_profile_is_switched_off() {
 
 #[tokio::test]
 async fn the_instance_role_comes_from_the_metadata_service_with_a_token() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let imds = stand_in().await;
     let c = metadata_env(&imds).source().current().await.unwrap();
     assert_eq!(c, AlibabaAuthStandIn::keys(1));
@@ -223,6 +234,7 @@ async fn the_instance_role_comes_from_the_metadata_service_with_a_token() {
 
 #[tokio::test]
 async fn without_imdsv2_the_metadata_service_is_asked_without_a_token_unless_that_is_off() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let imds = stand_in().await;
     imds.refuse_tokens(true);
     imds.require_token(false);
@@ -244,6 +256,7 @@ async fn without_imdsv2_the_metadata_service_is_asked_without_a_token_unless_tha
 
 #[tokio::test]
 async fn a_credentials_uri_is_the_last_link() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let uri = stand_in().await;
     let env = Env::new(&[
         ("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true"),
@@ -260,6 +273,7 @@ async fn a_credentials_uri_is_the_last_link() {
 
 #[tokio::test]
 async fn a_later_link_answers_when_earlier_ones_are_absent_or_broken() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let server = stand_in().await;
     let mut env = metadata_env(&server);
     // Environment: an id without its secret (broken). OIDC: two of three variables (absent).
@@ -284,6 +298,7 @@ async fn a_later_link_answers_when_earlier_ones_are_absent_or_broken() {
 
 #[tokio::test]
 async fn when_every_link_fails_the_error_names_each_and_no_secret() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let sts = stand_in().await;
     let mut env = oidc_env(&sts);
     env.write("token", "not-the-token");
@@ -312,6 +327,7 @@ async fn when_every_link_fails_the_error_names_each_and_no_secret() {
 
 #[tokio::test]
 async fn temporary_keys_are_fetched_again_before_they_expire() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let sts = stand_in().await;
     let long = oidc_env(&sts);
     let source = long.source();
@@ -356,6 +372,7 @@ impl std::io::Write for Captured {
 
 #[tokio::test]
 async fn no_key_secret_or_token_reaches_the_logs() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
