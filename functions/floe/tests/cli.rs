@@ -321,19 +321,9 @@ fn schema_evolution_widens_int_float_and_decimal_columns() {
     assert!(out.contains("bad records: 0"), "no row set aside: {out}");
 
     let r = root.canonicalize().unwrap();
-    let table = floe_testbed::pyiceberg::read_sql_table(
-        "floe",
-        &r.join("catalog.db"),
-        &r.join("warehouse"),
-        "t.wide",
-    );
+    let table = read_local(&r, "t.wide");
     assert_eq!(table["count"], 3, "{table}");
-    let rows = table["rows"].as_array().unwrap();
-    let by_id = |id: i64| {
-        rows.iter()
-            .find(|r| r["id"] == id)
-            .unwrap_or_else(|| panic!("{id}: {table}"))
-    };
+    let by_id = |id: i64| row_by_id(&table, id);
     assert_eq!(by_id(1)["score"], 1.5);
     assert_eq!(by_id(5_000_000_000)["score"], 1e300);
     assert_eq!(by_id(3)["amount"], "1234567890.12");
@@ -385,19 +375,9 @@ fn schema_evolution_adds_fields_inside_structs_and_lists() {
     assert!(out.contains("bad records: 0"), "{out}");
 
     let r = root.canonicalize().unwrap();
-    let table = floe_testbed::pyiceberg::read_sql_table(
-        "floe",
-        &r.join("catalog.db"),
-        &r.join("warehouse"),
-        "t.nested",
-    );
+    let table = read_local(&r, "t.nested");
     assert_eq!(table["count"], 2, "{table}");
-    let rows = table["rows"].as_array().unwrap();
-    let by_id = |id: i64| {
-        rows.iter()
-            .find(|r| r["id"] == id)
-            .unwrap_or_else(|| panic!("{table}"))
-    };
+    let by_id = |id: i64| row_by_id(&table, id);
     assert_eq!(by_id(2)["addr"]["zip"], "00100", "{table}");
     assert_eq!(by_id(2)["items"][0]["qty"], 3, "{table}");
     assert_eq!(by_id(1)["addr"]["zip"], serde_json::Value::Null, "{table}");
@@ -440,12 +420,7 @@ fn commits_go_on_the_default_commit_branch() {
     assert_eq!(code, 0, "{out}{err}");
 
     let r = root.canonicalize().unwrap();
-    let table = floe_testbed::pyiceberg::read_sql_table(
-        "floe",
-        &r.join("catalog.db"),
-        &r.join("warehouse"),
-        "t.wap",
-    );
+    let table = read_local(&r, "t.wap");
     assert_eq!(table["count"], 0, "main has nothing: {table}");
     assert!(table["refs"].get("main").is_none(), "{table}");
     let audit = &table["branches"]["audit"];
@@ -513,4 +488,21 @@ fn write_props_set_the_parquet_codec_and_row_groups() {
         err.contains("iceberg.tables.write-props.write.format.default"),
         "{err}"
     );
+}
+
+/// `table` of the SQL catalog in `root` (`catalog.db`, `warehouse/`), as pyiceberg reads it.
+fn read_local(root: &Path, table: &str) -> serde_json::Value {
+    floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &root.join("catalog.db"),
+        &root.join("warehouse"),
+        table,
+    )
+}
+
+/// The row of `table` (as [`read_local`] read it) whose `id` is `id`.
+fn row_by_id(table: &serde_json::Value, id: i64) -> &serde_json::Value {
+    (table["rows"].as_array().into_iter().flatten())
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("no row {id}: {table}"))
 }

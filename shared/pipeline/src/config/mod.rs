@@ -954,21 +954,23 @@ mod tests {
         assert!(e.to_string().contains("expected replace or append"), "{e}");
     }
 
+    /// [`MINIMAL`] with `iceberg` added to its `[iceberg]` and `route` to its route.
+    fn with(iceberg: &str, route: &str) -> Result<FloeConfig> {
+        load(
+            &MINIMAL
+                .replace(
+                    "catalog.warehouse = \"wh\"\n",
+                    &format!("catalog.warehouse = \"wh\"\n{iceberg}"),
+                )
+                .replace(
+                    "table = \"demo.t\"\n",
+                    &format!("table = \"demo.t\"\n{route}"),
+                ),
+        )
+    }
+
     #[test]
     fn upserts_take_the_kafka_connect_names_and_need_id_columns() {
-        let with = |iceberg: &str, route: &str| {
-            load(
-                &MINIMAL
-                    .replace(
-                        "catalog.warehouse = \"wh\"\n",
-                        &format!("catalog.warehouse = \"wh\"\n{iceberg}"),
-                    )
-                    .replace(
-                        "table = \"demo.t\"\n",
-                        &format!("table = \"demo.t\"\n{route}"),
-                    ),
-            )
-        };
         let c = with(
             "tables.upsert-mode-enabled = true\ntables.default-id-columns = \"id\"\ntables.cdc-field = \"op\"\n",
             "",
@@ -1016,19 +1018,6 @@ mod tests {
 
     #[test]
     fn commit_branches_take_the_kafka_connect_names_and_refuse_replacing_routes() {
-        let with = |iceberg: &str, route: &str| {
-            load(
-                &MINIMAL
-                    .replace(
-                        "catalog.warehouse = \"wh\"\n",
-                        &format!("catalog.warehouse = \"wh\"\n{iceberg}"),
-                    )
-                    .replace(
-                        "table = \"demo.t\"\n",
-                        &format!("table = \"demo.t\"\n{route}"),
-                    ),
-            )
-        };
         let append = "on-change = \"append\"\n";
         let c = with("tables.default-commit-branch = \"audit\"\n", append).unwrap();
         assert_eq!(c.commit_branches.of("demo.t"), Some("audit"));

@@ -216,7 +216,7 @@ impl Committer<'_> {
             }
         }
         if let Some(age) = opts.remove_orphans_older_than {
-            if self.config.catalog.kind == floe_iceberg::CatalogKind::S3Tables {
+            if self.table_bucket_removes_orphans() {
                 report.skipped.push(
                     "orphan files: the table bucket removes unreferenced files itself \
                      (icebergUnreferencedFileRemoval)"
@@ -251,6 +251,17 @@ impl Committer<'_> {
         let catalog = &self.config.catalog;
         Ok(catalog.kind == floe_iceberg::CatalogKind::S3Tables
             && floe_iceberg::s3tables::managed_maintenance(&catalog.props)?)
+    }
+
+    /// Whether the tables live in an S3 Tables or OSS Tables bucket, which removes unreferenced
+    /// files itself and cannot be listed: the `s3tables` catalog, or a REST catalog signing as
+    /// `s3tables` or `osstables`.
+    fn table_bucket_removes_orphans(&self) -> bool {
+        let catalog = &self.config.catalog;
+        let signing = catalog.props.get("rest.signing-name").map(String::as_str);
+        catalog.kind == floe_iceberg::CatalogKind::S3Tables
+            || (catalog.kind == floe_iceberg::CatalogKind::Rest
+                && matches!(signing, Some("s3tables" | "osstables")))
     }
 
     /// Finish (or drop) a compaction an earlier holder of the lease left: once its snapshot is

@@ -18,7 +18,8 @@
 //! (`s3.endpoint`, `s3.region` / `client.region`, `s3.path-style-access`, keys; none: the
 //! provider's default chain). S3 Tables and OSS Tables buckets remove unreferenced files
 //! themselves (their `icebergUnreferencedFileRemoval`), and cannot be listed: floe leaves
-//! them alone.
+//! them alone, whether reached through the `s3tables` catalog or a REST catalog signing as
+//! `s3tables` or `osstables`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
