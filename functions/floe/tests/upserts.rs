@@ -3,7 +3,8 @@
 //! `iceberg.tables.upsert-mode-enabled`), through `floe run` on a local folder: 10,000 keys
 //! inserted, then 30% updated and 5% deleted, some keys changed twice within one object, and
 //! one key changed by two batches of one commit. The current rows are read back with DuckDB; pyiceberg 0.12
-//! does not read equality deletes, and the test checks that it says so.
+//! does not read equality deletes, and the test checks that it says so. After `floe maintain`
+//! (files rewritten with every delete applied) both readers read the same rows.
 
 mod common;
 
@@ -159,4 +160,53 @@ fn ten_thousand_keys_upserted_and_deleted_read_back_as_the_latest_rows() {
     );
     let err = refused.expect_err("pyiceberg 0.12 does not read equality deletes");
     assert!(err.to_string().to_lowercase().contains("equality"), "{err}");
+
+    // `floe maintain` rewrites the files with every delete applied and drops the delete files:
+    // the same rows, and now pyiceberg reads them too.
+    let said = common::floe(
+        root,
+        &[
+            "maintain",
+            "--expire-older-than-hours",
+            "0",
+            "--config",
+            "floe.toml",
+        ],
+        &[],
+    )
+    .expect_code(0, "floe maintain")
+    .stdout;
+    assert!(!said.contains("equality delete files"), "{said}");
+    let mut got = read_back(root);
+    assert_eq!(got.remove(&7), Some(seven.clone()), "{said}");
+    assert_eq!(got, want, "after maintenance: {said}");
+    let py = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &dir.path().canonicalize().unwrap().join("catalog.db"),
+        &dir.path().canonicalize().unwrap().join("warehouse"),
+        "demo.users",
+    );
+    let mut by_py = BTreeMap::new();
+    for r in py["rows"].as_array().unwrap() {
+        let id = r["id"].as_u64().unwrap();
+        let value = r["value"].as_str().unwrap().to_owned();
+        assert!(
+            by_py.insert(id, value).is_none(),
+            "key {id} twice for pyiceberg"
+        );
+    }
+    assert_eq!(by_py.remove(&7), Some(seven), "pyiceberg: key 7");
+    assert_eq!(by_py, want, "pyiceberg after maintenance");
+
+    // Changes after maintenance still reach the rewritten rows.
+    let lines = vec![
+        ("U".to_owned(), 1, "v4-1".to_owned()),
+        ("D".to_owned(), 2, String::new()),
+    ];
+    apply(&mut want, &lines);
+    put(root, "r4-0.ndjson", &lines);
+    floe_run(root);
+    let mut got = read_back(root);
+    got.remove(&7);
+    assert_eq!(got, want, "after a change on top of the compacted files");
 }

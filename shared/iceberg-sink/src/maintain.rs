@@ -6,8 +6,10 @@
 //! files. All its data files are read in path order through iceberg-rust's reader (which
 //! applies the deletes), written again with floe's writer, and swapped in by one `replace`
 //! snapshot: the new files added, the old data and delete files marked deleted in rewritten
-//! copies of the manifests that listed them, every other manifest carried over. Partitions
-//! with equality deletes are left alone (and reported): floe does not yet rewrite them.
+//! copies of the manifests that listed them, every other manifest carried over. A partition
+//! with equality deletes (an upsert table's) is rewritten the same way, its equality delete
+//! files dropped with the position deletes: every data file they could reach is rewritten
+//! with them applied, so pyiceberg, which refuses equality deletes, reads the table again.
 //!
 //! A rewrite says where every surviving row of every old data file went ([`Moved`]): the old
 //! file's deleted positions, and runs of its survivors in the new files, in order. floe's
@@ -122,7 +124,7 @@ pub struct CompactOptions {
 struct Partition {
     data: Vec<ManifestEntryRef>,
     position_deletes: Vec<ManifestEntryRef>,
-    equality_deletes: usize,
+    equality_deletes: Vec<ManifestEntryRef>,
 }
 
 /// The live entries of the table's current snapshot, with the manifest each is in.
@@ -210,7 +212,7 @@ pub async fn compact(table: &Table, opts: &CompactOptions) -> Result<Rewrite> {
             match e.content_type() {
                 DataContentType::Data => slot.data.push(e),
                 DataContentType::PositionDeletes => slot.position_deletes.push(e),
-                DataContentType::EqualityDeletes => slot.equality_deletes += 1,
+                DataContentType::EqualityDeletes => slot.equality_deletes.push(e),
             }
         }
     }
@@ -222,14 +224,8 @@ pub async fn compact(table: &Table, opts: &CompactOptions) -> Result<Rewrite> {
     let small = |e: &ManifestEntryRef| e.file_size_in_bytes() < opts.target_file_size_bytes;
     let mut chosen: Vec<(String, Partition)> = Vec::new();
     for (name, (_, p)) in partitions {
-        if p.equality_deletes > 0 {
-            rewrite.skipped.push(format!(
-                "partition {name}: {} equality delete files (not rewritten yet)",
-                p.equality_deletes
-            ));
-            continue;
-        }
-        if p.data.iter().filter(|e| small(e)).count() >= 2 || !p.position_deletes.is_empty() {
+        let deletes = !p.position_deletes.is_empty() || !p.equality_deletes.is_empty();
+        if p.data.iter().filter(|e| small(e)).count() >= 2 || deletes {
             chosen.push((name, p));
         }
     }
@@ -257,8 +253,11 @@ pub async fn compact(table: &Table, opts: &CompactOptions) -> Result<Rewrite> {
     };
     let mut writer = TableWriter::new(table, &options).await?;
     let arrow = writer.arrow_schema().clone();
-    let mut old: Vec<(String, u64, BTreeSet<u64>)> = Vec::new();
+    // (path, rows, deleted positions, rows also deleted by key: their survivors cannot be
+    // mapped position by position).
+    let mut old: Vec<(String, u64, BTreeSet<u64>, bool)> = Vec::new();
     for (_, mut p) in chosen {
+        let by_key = !p.equality_deletes.is_empty();
         let mut deleted = deleted_positions(table, &p.position_deletes).await?;
         p.data.sort_by(|a, b| a.file_path().cmp(b.file_path()));
         rewrite.files_before += p.data.len();
@@ -283,15 +282,24 @@ pub async fn compact(table: &Table, opts: &CompactOptions) -> Result<Rewrite> {
                 path.clone(),
                 e.record_count(),
                 deleted.remove(&path).unwrap_or_default(),
+                by_key,
             ));
             rewrite.removed.insert(path);
         }
-        for d in &p.position_deletes {
+        // Every data file of the partition is rewritten with the deletes applied, so its
+        // delete files reach nothing any more (an equality delete reaches only older data
+        // files, and the new ones are newer).
+        for d in p.position_deletes.iter().chain(&p.equality_deletes) {
             rewrite.removed.insert(d.file_path().to_owned());
         }
     }
     let (files, mut runs) = writer.close_with_sources().await?;
-    for (i, (path, rows, deleted)) in old.into_iter().enumerate() {
+    for (i, (path, rows, deleted, by_key)) in old.into_iter().enumerate() {
+        if by_key {
+            // Rows changed by key (upsert tables) have no `rows/` records to move.
+            runs.remove(&(i as u64));
+            continue;
+        }
         let moved = Moved {
             deleted: deleted.into_iter().filter(|p| *p < rows).collect(),
             runs: runs.remove(&(i as u64)).unwrap_or_default(),
