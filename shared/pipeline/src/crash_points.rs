@@ -625,6 +625,91 @@ schema = '{{"fields":[{{"name":"id","type":"long","required":true}},{{"name":"v"
         }
     }
 
+    /// Files under the staging tables.
+    fn staged_files(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        let mut dirs = vec![dir.join("warehouse/floe_staging")];
+        while let Some(d) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries {
+                let path = e.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    out.push(path);
+                }
+            }
+        }
+        out
+    }
+
+    /// A batch that died after writing its files (its objects taken over and landed by the
+    /// next pass) leaves them in the staging table, where no commit will ever delete them:
+    /// maintenance removes them, keeps the files of a batch staged but not yet committed, and
+    /// that batch then lands in MaxCompute.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn maintenance_removes_a_dead_batchs_staged_files_and_keeps_a_staged_batchs() {
+        let mut emu_config = MaxComputeEmulatorConfig::new(Credentials::new(ACCESS_ID, SECRET));
+        emu_config.sql_running_polls = 0;
+        let emu = MaxComputeEmulator::start(emu_config).await.unwrap();
+        let text = config(&emu);
+        let dir = tempfile::tempdir().unwrap();
+        write_bucket(dir.path());
+        let catalog = local_catalog(dir.path()).await;
+        halt_then_recover(&text, dir.path(), &catalog, "ingest.after-write", || {}).await;
+        assert_eq!(ids(&emu), (1..=9).collect::<Vec<_>>());
+        let dead = staged_files(dir.path());
+        assert!(!dead.is_empty(), "the dead batch's files stay behind");
+
+        std::fs::write(
+            dir.path().join("bucket/d.ndjson"),
+            "{\"id\":41,\"v\":\"x41\"}\n",
+        )
+        .unwrap();
+        {
+            let crashed = pipeline_of(
+                &text,
+                dir.path(),
+                &catalog,
+                Faults::halt_at("commit.after-lease"),
+            )
+            .await;
+            tokio::select! {
+                r = crashed.run_once(true) => panic!("not halted: {:?}", r.map(|r| r.failures().to_vec())),
+                () = crashed.faults().halted() => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(LEASE_MS + 10)).await;
+        assert_eq!(staged_files(dir.path()).len(), dead.len() + 1);
+
+        let p = pipeline_of(&text, dir.path(), &catalog, Faults::default()).await;
+        let mut opts = maintain_options();
+        opts.remove_orphans_older_than = Some(Duration::ZERO);
+        let done = p.maintain_all(&opts).await.unwrap();
+        let staging = (done.iter())
+            .find(|t| t.table == "staging floe_staging.events")
+            .unwrap_or_else(|| panic!("{done:?}"));
+        let orphans = staging.orphans.clone().unwrap();
+        assert_eq!(
+            (orphans.removed, orphans.protected),
+            (dead.len(), 1),
+            "{done:?}"
+        );
+        let left = staged_files(dir.path());
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(dead.iter().all(|f| !f.exists()));
+
+        let report = p.run_once(true).await.unwrap();
+        assert!(report.failures().is_empty(), "{:?}", report.failures());
+        assert_eq!(ids(&emu), [1, 2, 3, 4, 5, 6, 7, 8, 9, 41]);
+        assert!(
+            staged_files(dir.path()).is_empty(),
+            "landed files are the committer's to delete"
+        );
+    }
+
     session_point_tests! {
         after_save_modes => "commit.mc.after-save-modes", expired: false,
         after_session => "commit.mc.after-session", expired: false,

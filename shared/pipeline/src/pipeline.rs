@@ -250,16 +250,56 @@ impl Pipeline {
         Ok(out)
     }
 
-    /// Maintain every table of the catalog; see [`Pipeline::maintain`].
+    /// Maintain every table of the catalog; see [`Pipeline::maintain`]. With orphan removal
+    /// asked, the staging tables of routes whose only target is MaxCompute lose their
+    /// abandoned batches' files too (see [`crate::targets::orphans`]), each reported as
+    /// `staging <table>`.
     pub async fn maintain_all(
         &self,
         opts: &crate::targets::maintain::MaintainOptions,
     ) -> Result<Vec<crate::targets::maintain::TableMaintenance>> {
-        let tables: Vec<String> = (floe_iceberg::all_tables(self.catalog.as_ref()).await?)
-            .iter()
-            .map(|t| format!("{}.{}", t.namespace().join("."), t.name()))
-            .collect();
-        self.maintain(&tables, opts).await
+        let idents = floe_iceberg::all_tables(self.catalog.as_ref()).await?;
+        let name = |t: &iceberg::TableIdent| format!("{}.{}", t.namespace().join("."), t.name());
+        let tables: Vec<String> = idents.iter().map(name).collect();
+        let mut out = self.maintain(&tables, opts).await?;
+        if let (Some(staging), Some(age)) = (&self.staging, opts.remove_orphans_older_than) {
+            let protected = crate::targets::orphans::batch_files(self.checkpoint.as_ref()).await?;
+            let cutoff = floe_checkpoint::now_ms() - age.as_millis() as i64;
+            for ident in floe_iceberg::all_tables(staging.as_ref()).await? {
+                let mut report = crate::targets::maintain::TableMaintenance {
+                    table: format!("staging {}", name(&ident)),
+                    ..Default::default()
+                };
+                if idents.contains(&ident) {
+                    // Same name as an Iceberg table, perhaps in the same folder: its files
+                    // are that table's to keep.
+                    report.skipped.push(
+                        "an Iceberg table has the same name: its files are left alone".into(),
+                    );
+                } else {
+                    let table = iceberg::Catalog::load_table(staging.as_ref(), &ident)
+                        .await
+                        .map_err(floe_iceberg::from_iceberg)?;
+                    report.orphans = Some(
+                        crate::targets::orphans::remove_staging_orphans(
+                            &table,
+                            &protected,
+                            cutoff,
+                            &self.faults,
+                        )
+                        .await
+                        .map_err(|e| {
+                            e.while_doing(format!(
+                                "failed to remove orphan files of {}",
+                                report.table
+                            ))
+                        })?,
+                    );
+                }
+                out.push(report);
+            }
+        }
+        Ok(out)
     }
 
     /// Commit every target with staged batches that is due (`force`: all of them now).

@@ -13,6 +13,11 @@
 //! to the table meanwhile; files a commit in another process writes without the lease (none
 //! does today) would be protected by the age alone.
 //!
+//! A staging table (a route whose only target is MaxCompute, [`super::staging`]) has no
+//! snapshots and its landed files are deleted by the MaxCompute committer: every file under its
+//! `data/` that no live batch names is an abandoned batch's, removed once old enough
+//! ([`remove_staging_orphans`], run by `floe maintain` without `--table`).
+//!
 //! Where the location is: a folder (`file://` or a bare path) is walked; `s3://` and `oss://`
 //! locations are listed through floe's object store with the table's FileIO properties
 //! (`s3.endpoint`, `s3.region` / `client.region`, `s3.path-style-access`, keys; none: the
@@ -62,9 +67,16 @@ enum Location {
 }
 
 impl Location {
-    /// The storage of `table`'s location, with its FileIO's properties.
-    async fn of(table: &Table) -> Result<Location> {
+    /// The storage of `table`'s location (below it, `sub` only, when not empty), with its
+    /// FileIO's properties.
+    async fn of(table: &Table, sub: &str) -> Result<Location> {
         let location = table.metadata().location().trim_end_matches('/');
+        let location = if sub.is_empty() {
+            location.to_owned()
+        } else {
+            format!("{location}/{sub}")
+        };
+        let location = location.as_str();
         if location.starts_with('/') || location.starts_with("file:") {
             return Ok(Location::Folder(PathBuf::from(
                 floe_iceberg::orphans::normal(location),
@@ -247,11 +259,53 @@ pub(crate) async fn remove_orphans(
     older_than_ms: i64,
     faults: &crate::fault::Faults,
 ) -> Result<OrphanReport> {
-    let location = Location::of(table).await?;
+    let location = Location::of(table, "").await?;
     let listed = location.list().await?;
     let referenced = referenced_files(table).await?;
-    let chosen = select(&listed, &referenced, protected, older_than_ms);
-    let unreferenced = select(&listed, &referenced, &BTreeSet::new(), older_than_ms).len();
+    remove_listed(
+        &location,
+        &listed,
+        &referenced,
+        protected,
+        older_than_ms,
+        faults,
+    )
+    .await
+}
+
+/// Remove the orphan files of a staging table (a route whose only target is MaxCompute, see
+/// [`super::staging`]): it has no snapshots, so every file under its `data/` that no live
+/// batch names is one, once older than `older_than_ms` (the MaxCompute committer deletes the
+/// files it landed; these are abandoned batches').
+pub(crate) async fn remove_staging_orphans(
+    table: &Table,
+    protected: &BTreeSet<String>,
+    older_than_ms: i64,
+    faults: &crate::fault::Faults,
+) -> Result<OrphanReport> {
+    let location = Location::of(table, "data").await?;
+    let listed = location.list().await?;
+    remove_listed(
+        &location,
+        &listed,
+        &BTreeSet::new(),
+        protected,
+        older_than_ms,
+        faults,
+    )
+    .await
+}
+
+async fn remove_listed(
+    location: &Location,
+    listed: &[ListedFile],
+    referenced: &BTreeSet<String>,
+    protected: &BTreeSet<String>,
+    older_than_ms: i64,
+    faults: &crate::fault::Faults,
+) -> Result<OrphanReport> {
+    let chosen = select(listed, referenced, protected, older_than_ms);
+    let unreferenced = select(listed, referenced, &BTreeSet::new(), older_than_ms).len();
     let mut report = OrphanReport {
         listed: listed.len(),
         protected: unreferenced - chosen.len(),
