@@ -159,19 +159,7 @@ fn an_object_overwritten_three_times_and_another_removed_read_back_as_they_are_n
     // `floe maintain`: the small files and their position deletes become one file per
     // partition, the old snapshots go; both readers still see the same rows, and a's next
     // version still replaces its rows (their record moved to the new files).
-    let ran = common::floe(
-        root,
-        &[
-            "maintain",
-            "--expire-older-than-hours",
-            "0",
-            "--config",
-            "floe.toml",
-        ],
-        &[],
-    )
-    .expect_code(0, "floe maintain");
-    let said = ran.stdout;
+    let said = common::maintain_now(root);
     assert!(said.contains("demo.items:"), "{said}");
     assert_eq!(
         read_back(root, "demo.items"),

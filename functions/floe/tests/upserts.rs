@@ -70,14 +70,16 @@ fn put(dir: &Path, name: &str, lines: &[(String, u64, String)]) {
 fn read_back(dir: &Path) -> BTreeMap<u64, String> {
     let root = dir.canonicalize().unwrap();
     let read = floe_testbed::duckdb::read_sql_table(&root.join("catalog.db"), "demo.users", None);
+    by_key(&read, "DuckDB")
+}
+
+/// The rows a reader (`who`) read, by key; a key seen twice fails.
+fn by_key(read: &serde_json::Value, who: &str) -> BTreeMap<u64, String> {
     let mut rows = BTreeMap::new();
     for r in read["rows"].as_array().unwrap() {
         let id = r["id"].as_u64().unwrap();
         let value = r["value"].as_str().unwrap().to_owned();
-        assert!(
-            rows.insert(id, value).is_none(),
-            "key {id} twice in the table"
-        );
+        assert!(rows.insert(id, value).is_none(), "key {id} twice for {who}");
     }
     rows
 }
@@ -163,19 +165,7 @@ fn ten_thousand_keys_upserted_and_deleted_read_back_as_the_latest_rows() {
 
     // `floe maintain` rewrites the files with every delete applied and drops the delete files:
     // the same rows, and now pyiceberg reads them too.
-    let said = common::floe(
-        root,
-        &[
-            "maintain",
-            "--expire-older-than-hours",
-            "0",
-            "--config",
-            "floe.toml",
-        ],
-        &[],
-    )
-    .expect_code(0, "floe maintain")
-    .stdout;
+    let said = common::maintain_now(root);
     assert!(!said.contains("equality delete files"), "{said}");
     let mut got = read_back(root);
     assert_eq!(got.remove(&7), Some(seven.clone()), "{said}");
@@ -186,15 +176,7 @@ fn ten_thousand_keys_upserted_and_deleted_read_back_as_the_latest_rows() {
         &dir.path().canonicalize().unwrap().join("warehouse"),
         "demo.users",
     );
-    let mut by_py = BTreeMap::new();
-    for r in py["rows"].as_array().unwrap() {
-        let id = r["id"].as_u64().unwrap();
-        let value = r["value"].as_str().unwrap().to_owned();
-        assert!(
-            by_py.insert(id, value).is_none(),
-            "key {id} twice for pyiceberg"
-        );
-    }
+    let mut by_py = by_key(&py, "pyiceberg");
     assert_eq!(by_py.remove(&7), Some(seven), "pyiceberg: key 7");
     assert_eq!(by_py, want, "pyiceberg after maintenance");
 

@@ -1055,6 +1055,26 @@ async fn maintenance_compacts_expires_and_keeps_replacing_rows() {
     assert!(p.run_once(true).await.unwrap().commits.commits.is_empty());
 }
 
+/// `t.events`' maintenance with `opts` under configuration `text`, halted at `point`; returns
+/// once the halted instance's lease has run out.
+async fn halt_maintenance(
+    text: &str,
+    dir: &Path,
+    catalog: &Arc<dyn FloeCatalog>,
+    point: &str,
+    opts: &crate::targets::maintain::MaintainOptions,
+) {
+    {
+        let crashed = pipeline_of(text, dir, catalog, Faults::halt_at(point)).await;
+        let tables = ["t.events".to_owned()];
+        tokio::select! {
+            r = crashed.maintain(&tables, opts) => panic!("{point}: not reached: {r:?}"),
+            () = crashed.faults().halted() => {}
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(LEASE_MS + 10)).await;
+}
+
 /// `floe maintain` halted at `point`; the next pass (a's next version, c removed) finishes or
 /// drops the compaction before it works out what a's version replaces: no row comes back,
 /// none is lost; a second maintenance then compacts.
@@ -1062,16 +1082,7 @@ async fn maintain_crash_and_recover(point: &str) {
     let dir = tempfile::tempdir().unwrap();
     let catalog = local_catalog(dir.path()).await;
     drop(replaced_twice(dir.path(), &catalog).await);
-    {
-        let crashed = pipeline(dir.path(), &catalog, Faults::halt_at(point)).await;
-        let tables = ["t.events".to_owned()];
-        let opts = maintain_options();
-        tokio::select! {
-            r = crashed.maintain(&tables, &opts) => panic!("{point}: not reached: {r:?}"),
-            () = crashed.faults().halted() => {}
-        }
-    }
-    tokio::time::sleep(Duration::from_millis(LEASE_MS + 10)).await;
+    halt_maintenance(CONFIG, dir.path(), &catalog, point, &maintain_options()).await;
     overwrite(dir.path(), "a.ndjson", &[31]).await;
     std::fs::remove_file(dir.path().join("bucket/c.ndjson")).unwrap();
     let p = pipeline(dir.path(), &catalog, Faults::default()).await;
@@ -1215,20 +1226,7 @@ async fn orphan_removal_halted_midway_loses_nothing() {
     drop(replaced_twice(dir.path(), &catalog).await);
     let mut opts = maintain_options();
     opts.remove_orphans_older_than = Some(Duration::ZERO);
-    {
-        let crashed = pipeline(
-            dir.path(),
-            &catalog,
-            Faults::halt_at("maintain.after-orphan"),
-        )
-        .await;
-        let tables = ["t.events".to_owned()];
-        tokio::select! {
-            r = crashed.maintain(&tables, &opts) => panic!("not halted: {r:?}"),
-            () = crashed.faults().halted() => {}
-        }
-    }
-    tokio::time::sleep(Duration::from_millis(LEASE_MS + 10)).await;
+    halt_maintenance(CONFIG, dir.path(), &catalog, "maintain.after-orphan", &opts).await;
     assert_eq!(ids(&catalog).await, [4, 5, 6, 7, 8, 9, 21, 22, 23]);
     assert!(files_under_table(dir.path()).len() > referenced(&catalog).await.len());
     let p = pipeline(dir.path(), &catalog, Faults::default()).await;
@@ -1282,16 +1280,7 @@ async fn maintenance_of_an_upsert_table_applies_its_equality_deletes_through_cra
         let catalog = local_catalog(dir.path()).await;
         let config = upserted_twice(dir.path(), &catalog).await;
         assert!(files_and_deletes(&catalog).await.1 >= 1, "{point}");
-        {
-            let crashed = pipeline_of(&config, dir.path(), &catalog, Faults::halt_at(point)).await;
-            let tables = ["t.events".to_owned()];
-            let opts = maintain_options();
-            tokio::select! {
-                r = crashed.maintain(&tables, &opts) => panic!("{point}: not reached: {r:?}"),
-                () = crashed.faults().halted() => {}
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(LEASE_MS + 10)).await;
+        halt_maintenance(&config, dir.path(), &catalog, point, &maintain_options()).await;
         assert_eq!(ids(&catalog).await, [1, 2, 3, 4, 6, 7, 8, 9], "{point}");
         let p = pipeline_of(&config, dir.path(), &catalog, Faults::default()).await;
         p.maintain(&["t.events".to_owned()], &maintain_options())

@@ -45,6 +45,24 @@ pub fn floe(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Ran {
     }
 }
 
+/// `floe maintain --expire-older-than-hours 0` on `floe.toml` in `dir`, which must succeed;
+/// its stdout.
+pub fn maintain_now(dir: &Path) -> String {
+    floe(
+        dir,
+        &[
+            "maintain",
+            "--expire-older-than-hours",
+            "0",
+            "--config",
+            "floe.toml",
+        ],
+        &[],
+    )
+    .expect_code(0, "floe maintain")
+    .stdout
+}
+
 /// [`floe`] on a blocking thread.
 pub async fn floe_async(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Ran {
     let dir = dir.to_owned();
