@@ -434,6 +434,65 @@ fn commits_go_on_the_default_commit_branch() {
     assert!(newest["summary"]["floe.commit-id"].is_string(), "{table}");
 }
 
+/// Kafka Connect's dynamic routing (`iceberg.tables.dynamic-enabled` with
+/// `iceberg.tables.route-field`): each record lands in the table its field names, lowercased,
+/// in the route table's namespace unless it names one; records without it land in the route's
+/// table. Every table is committed once: a second pass lands nothing.
+#[test]
+fn records_go_to_the_tables_their_route_field_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        &root.join("floe.toml"),
+        "[source]\nfolder = \"bucket\"\n[iceberg]\ntables.dynamic-enabled = true\n\
+         tables.route-field = \"kind\"\n[[routes]]\ntable = \"ev.other\"\n",
+    );
+    write(
+        &root.join("bucket/1.ndjson"),
+        "{\"id\": 1, \"kind\": \"clicks\"}\n{\"id\": 2, \"kind\": \"Views\"}\n{\"id\": 3}\n\
+         {\"id\": 4, \"kind\": \"ev.clicks\"}\n{\"id\": 5, \"kind\": \"audit.log\"}\n",
+    );
+    write(
+        &root.join("bucket/2.ndjson"),
+        "{\"id\": 6, \"kind\": \"views\"}\n",
+    );
+    let config = root.join("floe.toml");
+    let config = config.to_str().unwrap();
+    for _ in 0..2 {
+        let (code, out, err) = floe(&["run", "--config", config]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let r = root.canonicalize().unwrap();
+    let names = ["ev.clicks", "ev.views", "ev.other", "audit.log"];
+    let tables = floe_testbed::pyiceberg::read_sql_tables(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        &names,
+    );
+    let ids = |t: &str| {
+        let mut ids: Vec<i64> = (tables[t]["rows"].as_array().unwrap().iter())
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    assert_eq!(ids("ev.clicks"), [1, 4]);
+    assert_eq!(ids("ev.views"), [2, 6]);
+    assert_eq!(ids("ev.other"), [3]);
+    assert_eq!(ids("audit.log"), [5]);
+    for t in names {
+        assert_eq!(
+            tables[t]["snapshots"].as_array().unwrap().len(),
+            1,
+            "{t}: one commit, none made again: {}",
+            tables[t]
+        );
+    }
+    let duck = floe_testbed::duckdb::read_sql_table(&r.join("catalog.db"), "ev.views", Some("id"));
+    assert_eq!(duck["count"], 2, "{duck}");
+}
+
 /// Kafka Connect's `iceberg.tables.write-props.*` reach the Parquet writer: the codec, its
 /// level and the rows per row group; an unknown property stops the start, named.
 #[test]

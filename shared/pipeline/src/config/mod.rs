@@ -27,6 +27,8 @@
 //! on-error = "dead-letter"    # fail | skip | dead-letter
 //! on-change = "replace"       # replace | append (records mode's default: replace)
 //! targets = ["iceberg"]       # and/or "maxcompute" (section [maxcompute], see `maxcompute`)
+//! # route-field = "kind"      # each record to the table its field names (appends; see
+//!                             # RouteConfig::route_field)
 //!
 //! [dead-letter]
 //! path = "dead-letter"        # a folder (relative to this file), or s3://bucket/prefix/,
@@ -374,6 +376,11 @@ pub struct RouteConfig {
     pub on_change: OnChange,
     /// `targets` and `maxcompute.*`: where the route's rows land (default Iceberg only).
     pub targets: RouteTargets,
+    /// `route-field` (Kafka Connect's `iceberg.tables.route-field` with
+    /// `iceberg.tables.dynamic-enabled = true`): each record goes to the table its field names
+    /// (lowercased; `ns.table`, or a bare name in the namespace of `table`); a record without it
+    /// goes to `table`. Records mode, Iceberg only, appends only (default none).
+    pub route_field: Option<String>,
 }
 
 impl FloeConfig {
@@ -539,7 +546,27 @@ impl FloeConfig {
                 &o.prefixed("tables.write-props")?.into_iter().collect(),
                 "iceberg.tables.write-props",
             )?,
+            route_field: None,
         };
+        let mut defaults = defaults;
+        let dynamic = o.bool("tables.dynamic-enabled", false)?;
+        match (dynamic, o.string("tables.route-field")?) {
+            (true, Some(f)) => defaults.route_field = Some(f),
+            (true, None) => {
+                return Err(Error::config(
+                    "iceberg.tables.route-field",
+                    "iceberg.tables.dynamic-enabled = true needs the field naming each record's table",
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(Error::config(
+                    "iceberg.tables.route-field",
+                    "floe routes by a record's field only with iceberg.tables.dynamic-enabled = \
+                     true (static routing by route-regex is not supported: use [[routes]])",
+                ));
+            }
+            (false, None) => {}
+        }
         if let Some(b) = o.string("tables.default-commit-branch")? {
             branches.default = Some(branch_name("iceberg.tables.default-commit-branch", &b)?);
         }
@@ -818,6 +845,9 @@ fn route(
         changes: None,
         on_change: OnChange::Append,
         targets,
+        route_field: o
+            .string("route-field")?
+            .or_else(|| defaults.route_field.clone()),
     };
     let on_change = match o.string("on-change")?.as_deref() {
         None => None,
@@ -886,11 +916,34 @@ fn route(
             ));
         }
         Some(c) => c,
-        None if r.mode == Mode::Records && r.changes.is_none() && r.targets.iceberg => {
+        None if r.mode == Mode::Records
+            && r.changes.is_none()
+            && r.targets.iceberg
+            && r.route_field.is_none() =>
+        {
             OnChange::Replace
         }
         None => OnChange::Append,
     };
+    if r.route_field.is_some() {
+        let refuse = |why: &str| Error::config(&format!("routes[{i}].route-field"), why);
+        if r.mode != Mode::Records {
+            return Err(refuse(
+                "routing by a record's field applies to records mode",
+            ));
+        }
+        if r.targets.maxcompute.is_some() || !r.targets.iceberg {
+            return Err(refuse(
+                "routing by a record's field applies to Iceberg tables only",
+            ));
+        }
+        if r.changes.is_some() || r.on_change == OnChange::Replace {
+            return Err(refuse(
+                "a route whose records choose their table appends: leave out upserts, cdc-field \
+                 and on-change = \"replace\"",
+            ));
+        }
+    }
     Ok(r)
 }
 
@@ -914,6 +967,8 @@ struct TableDefaults {
     force_optional: bool,
     /// `tables.write-props.*`.
     write_props: floe_iceberg::WriteProps,
+    /// `tables.route-field`, when `tables.dynamic-enabled` is true.
+    route_field: Option<String>,
 }
 
 #[cfg(test)]
@@ -1042,6 +1097,36 @@ mod tests {
                 .contains("iceberg.tables.default-commit-branch"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn routing_by_a_field_takes_the_kafka_connect_names_and_appends_only() {
+        let dynamic = "tables.dynamic-enabled = true\ntables.route-field = \"kind\"\n";
+        let c = with(dynamic, "").unwrap();
+        assert_eq!(c.routes[0].route_field.as_deref(), Some("kind"));
+        assert_eq!(
+            c.routes[0].on_change,
+            OnChange::Append,
+            "such routes append"
+        );
+        let c = with("", "route-field = \"t\"\n").unwrap();
+        assert_eq!(c.routes[0].route_field.as_deref(), Some("t"));
+        assert_eq!(with("", "").unwrap().routes[0].route_field, None);
+        let e = with("tables.dynamic-enabled = true\n", "").unwrap_err();
+        assert!(e.to_string().contains("iceberg.tables.route-field"), "{e}");
+        let e = with("tables.route-field = \"kind\"\n", "").unwrap_err();
+        assert!(e.to_string().contains("dynamic-enabled"), "{e}");
+        for refused in [
+            "on-change = \"replace\"\n",
+            "cdc-field = \"op\"\nid-columns = [\"id\"]\n",
+            "mode = \"metadata\"\n",
+        ] {
+            let e = with(dynamic, refused).unwrap_err();
+            assert!(
+                e.to_string().contains("routes[0].route-field"),
+                "{refused}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 pub mod batch;
 mod claims;
+mod fanout;
 pub mod read;
 pub mod route;
 mod write;

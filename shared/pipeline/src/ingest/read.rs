@@ -18,6 +18,24 @@ use futures::StreamExt;
 use crate::config::{Mode, RouteConfig};
 use crate::protocol::claim::normalize_etag;
 
+/// Where an object's decoded rows go: its table's writer, or a fan-out over the tables its
+/// records name (a route with `route-field`).
+pub trait RowSink: Send {
+    /// The schema rows are decoded to.
+    fn arrow_schema(&self) -> &arrow_schema::SchemaRef;
+    /// Take a batch of rows.
+    fn write(&mut self, batch: RecordBatch) -> impl Future<Output = Result<()>> + Send;
+}
+
+impl RowSink for TableWriter {
+    fn arrow_schema(&self) -> &arrow_schema::SchemaRef {
+        TableWriter::arrow_schema(self)
+    }
+    fn write(&mut self, batch: RecordBatch) -> impl Future<Output = Result<()>> + Send {
+        TableWriter::write(self, batch)
+    }
+}
+
 /// An error that makes the object unreadable whatever its kind: trying again cannot help (an
 /// unknown format, a corrupt stream, an object that is gone). The route's `on-error` decides.
 pub fn unreadable(e: Error) -> Error {
@@ -216,7 +234,7 @@ pub async fn read_records(
     store: &Arc<dyn ObjectStore>,
     what: ChangeBytes<'_>,
     route: &RouteConfig,
-    writer: &mut TableWriter,
+    writer: &mut impl RowSink,
     batch_rows: usize,
     on_bad: OnBad<'_>,
     on_bytes: OnBytes<'_>,
@@ -323,7 +341,7 @@ async fn decode_stream(
 
 async fn drain(
     out: Decoded,
-    writer: &mut TableWriter,
+    writer: &mut impl RowSink,
     on_bad: OnBad<'_>,
     stats: &mut ObjectStats,
     url: &str,

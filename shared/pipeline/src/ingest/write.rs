@@ -31,26 +31,26 @@ use crate::targets::TargetId;
 /// Per-table state while a batch runs (one per table and MaxCompute target: rows bound for
 /// different targets never share a file).
 pub(super) struct Slot {
-    table: Table,
-    writer: TableWriter,
+    pub(super) table: Table,
+    pub(super) writer: TableWriter,
     /// The table, `namespace.table`.
-    table_name: String,
+    pub(super) table_name: String,
     /// The route whose rows it holds.
-    route: usize,
+    pub(super) route: usize,
     /// The MaxCompute table name, when the route has one.
-    maxcompute: Option<String>,
+    pub(super) maxcompute: Option<String>,
     /// Files already closed, written with an earlier schema of the table (schema evolution
     /// closes the writer before adding columns).
-    closed: Vec<StagedFile>,
+    pub(super) closed: Vec<StagedFile>,
     /// Data file name prefix of this slot's writers.
-    prefix: String,
+    pub(super) prefix: String,
     /// How many times the writer was replaced.
-    generation: u32,
+    pub(super) generation: u32,
     /// Objects read whose route replaces changed objects' rows: (change index, only appended
     /// bytes read), in the order read.
-    replacing: Vec<(usize, bool)>,
+    pub(super) replacing: Vec<(usize, bool)>,
     /// Where each tracked object's rows went, from the writers already closed.
-    rows_of: BTreeMap<u64, Vec<SourceRows>>,
+    pub(super) rows_of: BTreeMap<u64, Vec<SourceRows>>,
 }
 
 /// A metadata row waiting to be written: the change's index and the object's bytes (content mode).
@@ -143,6 +143,14 @@ impl Pipeline {
                                     }
                                     Err(e) => Err(Failed::new(e, "unreadable object", true)),
                                 }
+                            }
+                            Mode::Records if route.route_field.is_some() => {
+                                let from = c.from(change);
+                                let key = key.clone();
+                                self.read_fanout(
+                                    run, &mut slots, &key, &store, c.idx, from, c.route,
+                                )
+                                .await?
                             }
                             Mode::Records => {
                                 let from = c.from(change);
@@ -320,6 +328,55 @@ impl Pipeline {
         {
             return Ok(Err(Failed::new(e, "unreadable object", false)));
         }
+        slot.writer.set_source(Some(idx as u64));
+        let read = self
+            .read_with(run, &mut slot.writer, store, idx, from, route)
+            .await;
+        slot.writer.set_source(None);
+        read
+    }
+
+    /// Read a records object of a route with `route-field` into the tables its records name
+    /// (see [`super::fanout`]); `fallback` is the slot of the route's own table, which takes
+    /// the records without the field and gives the schema records are decoded to.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_fanout(
+        &self,
+        run: &mut Run<'_>,
+        slots: &mut HashMap<String, Slot>,
+        fallback: &str,
+        store: &Arc<dyn floe_storage::ObjectStore>,
+        idx: usize,
+        from: Option<u64>,
+        route_idx: usize,
+    ) -> Result<std::result::Result<u64, Failed>> {
+        let route = self.router.config(route_idx);
+        let (changes, batch) = (run.changes, run.batch.clone());
+        let mut sink = super::fanout::Fanout::new(
+            self,
+            slots,
+            fallback,
+            store,
+            &changes[idx],
+            route_idx,
+            &batch,
+        )?;
+        self.read_with(run, &mut sink, store, idx, from, route)
+            .await
+    }
+
+    /// Stream a records object into `sink`; bad records go the route's `on-error` way. The
+    /// rows it gave, or why it failed.
+    async fn read_with(
+        &self,
+        run: &mut Run<'_>,
+        sink: &mut impl super::read::RowSink,
+        store: &Arc<dyn floe_storage::ObjectStore>,
+        idx: usize,
+        from: Option<u64>,
+        route: &crate::config::RouteConfig,
+    ) -> Result<std::result::Result<u64, Failed>> {
+        let change = &run.changes[idx];
         let mut letters = Vec::new();
         let policy = route.on_error;
         let mut on_bad = |bad: BadRecord| -> std::result::Result<(), BadRecord> {
@@ -341,18 +398,16 @@ impl Pipeline {
                 p(ProgressEvent::Reading { change, read });
             }
         };
-        slot.writer.set_source(Some(idx as u64));
         let result = read_records(
             store,
             ChangeBytes { change, from },
             route,
-            &mut slot.writer,
+            sink,
             self.config.ingest.batch_rows,
             &mut on_bad,
             &on_bytes,
         )
         .await;
-        slot.writer.set_source(None);
         let url = store.url(&change.key);
         for bad in letters {
             let l = letter(
@@ -475,7 +530,11 @@ impl Pipeline {
         Ok(targets)
     }
 
-    fn writer_options(&self, prefix: &str, route: &crate::config::RouteConfig) -> WriterOptions {
+    pub(super) fn writer_options(
+        &self,
+        prefix: &str,
+        route: &crate::config::RouteConfig,
+    ) -> WriterOptions {
         WriterOptions {
             target_file_size_bytes: self.config.ingest.target_file_size_bytes as usize,
             row_group_rows: self.config.ingest.row_group_rows,
@@ -520,7 +579,7 @@ impl Pipeline {
     }
 
     /// The table a route writes for this object, created if missing.
-    async fn table_for(
+    pub(super) async fn table_for(
         &self,
         store: &Arc<dyn floe_storage::ObjectStore>,
         change: &ObjectChange,
