@@ -493,6 +493,41 @@ fn records_go_to_the_tables_their_route_field_names() {
     assert_eq!(duck["count"], 2, "{duck}");
 }
 
+/// Kafka Connect's `iceberg.tables` naming several tables (no `[[routes]]`): every record
+/// lands in each, each table committed once.
+#[test]
+fn iceberg_tables_naming_several_tables_take_every_record_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        &root.join("floe.toml"),
+        "[source]\nfolder = \"bucket\"\n[iceberg]\ntables = \"ev.a, ev.b\"\n",
+    );
+    write(&root.join("bucket/1.ndjson"), "{\"id\": 1}\n{\"id\": 2}\n");
+    write(&root.join("bucket/2.ndjson"), "{\"id\": 3}\n");
+    let config = root.join("floe.toml");
+    let config = config.to_str().unwrap();
+    for _ in 0..2 {
+        let (code, out, err) = floe(&["run", "--config", config]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let r = root.canonicalize().unwrap();
+    let tables = floe_testbed::pyiceberg::read_sql_tables(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        &["ev.a", "ev.b"],
+    );
+    for t in ["ev.a", "ev.b"] {
+        let mut ids: Vec<i64> = (tables[t]["rows"].as_array().unwrap().iter())
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [1, 2, 3], "{t}");
+        assert_eq!(tables[t]["snapshots"].as_array().unwrap().len(), 1, "{t}");
+    }
+}
+
 /// Kafka Connect's `iceberg.tables.write-props.*` reach the Parquet writer: the codec, its
 /// level and the rows per row group; an unknown property stops the start, named.
 #[test]

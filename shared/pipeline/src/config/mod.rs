@@ -381,6 +381,10 @@ pub struct RouteConfig {
     /// (lowercased; `ns.table`, or a bare name in the namespace of `table`); a record without it
     /// goes to `table`. Records mode, Iceberg only, appends only (default none).
     pub route_field: Option<String>,
+    /// More tables that take every record of the route, besides `table` (Kafka Connect's
+    /// `iceberg.tables` naming several tables, with no `[[routes]]`): the same fan-out as
+    /// `route_field`'s, appends only (default none).
+    pub also_tables: Vec<String>,
 }
 
 impl FloeConfig {
@@ -678,11 +682,32 @@ impl FloeConfig {
                     "at least one [[routes]] entry is needed (or iceberg.tables naming one table)",
                 ));
             }
-            (true, _) => {
-                return Err(Error::config(
-                    "iceberg.tables",
-                    "names several tables: route objects to them with [[routes]] entries",
-                ));
+            (true, [first, rest @ ..]) => {
+                // Every record to every table, as Kafka Connect's static routing without a
+                // route field does.
+                let mut r = load::Section::new();
+                r.insert("name".into(), toml::Value::String("iceberg.tables".into()));
+                r.insert("table".into(), toml::Value::String(first.clone()));
+                r.insert("on-change".into(), toml::Value::String("append".into()));
+                let mut route = route(0, &r, base, maxcompute.as_ref(), &defaults)?;
+                if route.changes.is_some() || route.route_field.is_some() {
+                    return Err(Error::config(
+                        "iceberg.tables",
+                        "names several tables, each taking every record: that appends only \
+                         (no upserts, cdc-field or route-field); route objects with [[routes]]",
+                    ));
+                }
+                for t in rest {
+                    let parts: Vec<&str> = t.split('.').collect();
+                    if parts.len() < 2 || parts.iter().any(|p| p.trim().is_empty()) {
+                        return Err(Error::config(
+                            "iceberg.tables",
+                            format!("`{t}` is not `namespace.table`"),
+                        ));
+                    }
+                }
+                route.also_tables = rest.to_vec();
+                vec![route]
             }
         };
 
@@ -848,6 +873,7 @@ fn route(
         route_field: o
             .string("route-field")?
             .or_else(|| defaults.route_field.clone()),
+        also_tables: Vec::new(),
     };
     let on_change = match o.string("on-change")?.as_deref() {
         None => None,
@@ -1127,6 +1153,21 @@ mod tests {
                 "{refused}: {e}"
             );
         }
+        // `iceberg.tables` naming several tables, no [[routes]]: every record to each. (TOML
+        // holds `tables` beside `tables.*` keys only quoted; a .properties file has no such
+        // limit.)
+        let several = |extra: &str| {
+            load(&format!(
+                "[source]\nfolder = \"bucket\"\n[iceberg]\ntables = \"ev.a, ev.b\"\n{extra}"
+            ))
+        };
+        let c = several("").unwrap();
+        assert_eq!(c.routes[0].table, "ev.a");
+        assert_eq!(c.routes[0].also_tables, ["ev.b"]);
+        assert_eq!(c.routes[0].on_change, OnChange::Append);
+        let e = several("\"tables.cdc-field\" = \"op\"\n\"tables.default-id-columns\" = \"id\"\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("iceberg.tables"), "{e}");
     }
 
     #[test]

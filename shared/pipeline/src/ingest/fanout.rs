@@ -16,6 +16,9 @@
 //! takes the columns it has by name (cast to its types); columns it lacks are left out, and a
 //! required column the records lack fails the object.
 //!
+//! Kafka Connect's `iceberg.tables` naming several tables (with no `[[routes]]`) is the same
+//! fan-out without a field: every record goes to each table.
+//!
 //! Each table gets its own writer in the batch (a slot), so its files are staged for its own
 //! target and committed exactly once like any other table's. Such routes append: the
 //! configuration refuses them with replaced or upserted rows.
@@ -48,6 +51,8 @@ pub(super) struct Fanout<'a> {
     schema: SchemaRef,
     /// The route field's column in it, if it has one.
     field: Option<usize>,
+    /// Tables that take every record besides the route's own.
+    also: Vec<String>,
 }
 
 impl<'a> Fanout<'a> {
@@ -65,6 +70,7 @@ impl<'a> Fanout<'a> {
             .ok_or_else(|| Error::unexpected(format!("slot {fallback_key} missing")))?;
         let schema = slot.writer.arrow_schema().clone();
         let fallback = slot.table_name.clone();
+        let also = pipeline.router.config(route).also_tables.clone();
         let name = pipeline.router.config(route).route_field.clone();
         let field = name.and_then(|n| {
             (schema.fields().iter())
@@ -81,6 +87,7 @@ impl<'a> Fanout<'a> {
             batch,
             schema,
             field,
+            also,
         })
     }
 
@@ -139,6 +146,15 @@ impl<'a> Fanout<'a> {
     }
 
     async fn write_batch(&mut self, batch: RecordBatch) -> Result<()> {
+        if !self.also.is_empty() {
+            for table in std::iter::once(self.fallback.clone()).chain(self.also.clone()) {
+                let slot = self.slot(&table).await?;
+                let part = conform(batch.clone(), slot.writer.arrow_schema())
+                    .map_err(|e| e.while_doing(format!("rows for table {table}")))?;
+                slot.writer.write(part).await?;
+            }
+            return Ok(());
+        }
         let mut groups: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         match self.field {
             None => {

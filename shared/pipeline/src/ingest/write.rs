@@ -144,7 +144,9 @@ impl Pipeline {
                                     Err(e) => Err(Failed::new(e, "unreadable object", true)),
                                 }
                             }
-                            Mode::Records if route.route_field.is_some() => {
+                            Mode::Records
+                                if route.route_field.is_some() || !route.also_tables.is_empty() =>
+                            {
                                 let from = c.from(change);
                                 let key = key.clone();
                                 self.read_fanout(
