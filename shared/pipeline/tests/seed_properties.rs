@@ -101,13 +101,21 @@ fn the_seed_connector_block_is_floe_configuration_unchanged() {
     assert!(!shown.contains("floe-test-secret"), "{shown}");
 }
 
+/// `iceberg.tables` naming several tables: one route whose every record lands in each (Kafka
+/// Connect's static routing without a route field); upserts are refused there.
 #[test]
-fn several_static_tables_need_routes() {
+fn several_static_tables_take_every_record_each() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("two.properties");
+    let base = "iceberg.tables=a.b,c.d\nsource.type=local\nsource.folder=bucket\n";
+    std::fs::write(&path, base).unwrap();
+    let config = FloeConfig::load(&path).unwrap();
+    assert_eq!(config.routes.len(), 1);
+    assert_eq!(config.routes[0].table, "a.b");
+    assert_eq!(config.routes[0].also_tables, ["c.d"]);
     std::fs::write(
         &path,
-        "iceberg.tables=a.b,c.d\nsource.type=local\nsource.folder=bucket\n",
+        format!("{base}iceberg.tables.cdc-field=op\niceberg.tables.default-id-columns=id\n"),
     )
     .unwrap();
     let e = FloeConfig::load(&path).unwrap_err();
