@@ -456,12 +456,7 @@ fn records_go_to_the_tables_their_route_field_names() {
         &root.join("bucket/2.ndjson"),
         "{\"id\": 6, \"kind\": \"views\"}\n",
     );
-    let config = root.join("floe.toml");
-    let config = config.to_str().unwrap();
-    for _ in 0..2 {
-        let (code, out, err) = floe(&["run", "--config", config]);
-        assert_eq!(code, 0, "{out}{err}");
-    }
+    run_passes(root, 2);
     let r = root.canonicalize().unwrap();
     let names = ["ev.clicks", "ev.views", "ev.other", "audit.log"];
     let tables = floe_testbed::pyiceberg::read_sql_tables(
@@ -470,13 +465,7 @@ fn records_go_to_the_tables_their_route_field_names() {
         &r.join("warehouse"),
         &names,
     );
-    let ids = |t: &str| {
-        let mut ids: Vec<i64> = (tables[t]["rows"].as_array().unwrap().iter())
-            .map(|r| r["id"].as_i64().unwrap())
-            .collect();
-        ids.sort_unstable();
-        ids
-    };
+    let ids = |t: &str| sorted_ids(&tables[t]);
     assert_eq!(ids("ev.clicks"), [1, 4]);
     assert_eq!(ids("ev.views"), [2, 6]);
     assert_eq!(ids("ev.other"), [3]);
@@ -505,12 +494,7 @@ fn iceberg_tables_naming_several_tables_take_every_record_each() {
     );
     write(&root.join("bucket/1.ndjson"), "{\"id\": 1}\n{\"id\": 2}\n");
     write(&root.join("bucket/2.ndjson"), "{\"id\": 3}\n");
-    let config = root.join("floe.toml");
-    let config = config.to_str().unwrap();
-    for _ in 0..2 {
-        let (code, out, err) = floe(&["run", "--config", config]);
-        assert_eq!(code, 0, "{out}{err}");
-    }
+    run_passes(root, 2);
     let r = root.canonicalize().unwrap();
     let tables = floe_testbed::pyiceberg::read_sql_tables(
         "floe",
@@ -519,11 +503,7 @@ fn iceberg_tables_naming_several_tables_take_every_record_each() {
         &["ev.a", "ev.b"],
     );
     for t in ["ev.a", "ev.b"] {
-        let mut ids: Vec<i64> = (tables[t]["rows"].as_array().unwrap().iter())
-            .map(|r| r["id"].as_i64().unwrap())
-            .collect();
-        ids.sort_unstable();
-        assert_eq!(ids, [1, 2, 3], "{t}");
+        assert_eq!(sorted_ids(&tables[t]), [1, 2, 3], "{t}");
         assert_eq!(tables[t]["snapshots"].as_array().unwrap().len(), 1, "{t}");
     }
 }
@@ -599,4 +579,22 @@ fn row_by_id(table: &serde_json::Value, id: i64) -> &serde_json::Value {
     (table["rows"].as_array().into_iter().flatten())
         .find(|r| r["id"] == id)
         .unwrap_or_else(|| panic!("no row {id}: {table}"))
+}
+
+/// `floe run` on `floe.toml` in `root`, `passes` times, each of which must succeed.
+fn run_passes(root: &Path, passes: usize) {
+    let config = root.join("floe.toml");
+    for _ in 0..passes {
+        let (code, out, err) = floe(&["run", "--config", config.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+}
+
+/// The `id`s of a table as [`read_local`] (or `read_sql_tables`) read it, sorted.
+fn sorted_ids(table: &serde_json::Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = (table["rows"].as_array().into_iter().flatten())
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
 }

@@ -110,7 +110,7 @@ pub fn table_file_io(location: &str, props: &HashMap<String, String>) -> Result<
 }
 
 /// The host of an endpoint URL (`127.0.0.1` of `http://127.0.0.1:9000/`, `::1` of `http://[::1]:9000`).
-fn endpoint_host(endpoint: &str) -> String {
+pub fn endpoint_host(endpoint: &str) -> String {
     let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
     let authority = rest.split('/').next().unwrap_or(rest);
     if let Some(v6) = authority.strip_prefix('[') {

@@ -51,8 +51,9 @@ pub(super) struct Fanout<'a> {
     schema: SchemaRef,
     /// The route field's column in it, if it has one.
     field: Option<usize>,
-    /// Tables that take every record besides the route's own.
-    also: Vec<String>,
+    /// Every table that takes every record (the route's own first), when the route names
+    /// several tables; empty otherwise.
+    every: Vec<String>,
 }
 
 impl<'a> Fanout<'a> {
@@ -70,11 +71,15 @@ impl<'a> Fanout<'a> {
             .ok_or_else(|| Error::unexpected(format!("slot {fallback_key} missing")))?;
         let schema = slot.writer.arrow_schema().clone();
         let fallback = slot.table_name.clone();
-        let also = pipeline.router.config(route).also_tables.clone();
-        let name = pipeline.router.config(route).route_field.clone();
-        let field = name.and_then(|n| {
-            (schema.fields().iter())
-                .position(|f| f.name() == &n || f.name().eq_ignore_ascii_case(&n))
+        let config = pipeline.router.config(route);
+        let every = match config.also_tables.as_slice() {
+            [] => Vec::new(),
+            also => std::iter::once(fallback.clone())
+                .chain(also.iter().cloned())
+                .collect(),
+        };
+        let field = config.route_field.as_ref().and_then(|n| {
+            (schema.fields().iter()).position(|f| f.name() == n || f.name().eq_ignore_ascii_case(n))
         });
         Ok(Fanout {
             pipeline,
@@ -87,7 +92,7 @@ impl<'a> Fanout<'a> {
             batch,
             schema,
             field,
-            also,
+            every,
         })
     }
 
@@ -146,8 +151,9 @@ impl<'a> Fanout<'a> {
     }
 
     async fn write_batch(&mut self, batch: RecordBatch) -> Result<()> {
-        if !self.also.is_empty() {
-            for table in std::iter::once(self.fallback.clone()).chain(self.also.clone()) {
+        if !self.every.is_empty() {
+            for i in 0..self.every.len() {
+                let table = self.every[i].clone();
                 let slot = self.slot(&table).await?;
                 let part = conform(batch.clone(), slot.writer.arrow_schema())
                     .map_err(|e| e.while_doing(format!("rows for table {table}")))?;

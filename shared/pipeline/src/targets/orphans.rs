@@ -160,43 +160,46 @@ impl Location {
     }
 }
 
-/// The object-store configuration for `bucket` from FileIO properties (iceberg's names).
+/// The object-store configuration for `bucket` from FileIO properties (iceberg's names),
+/// through the stores' own builder: an `oss://` location with no `s3.endpoint` gets OSS's
+/// regional endpoint, and an endpoint on an IP address or `localhost` path style unless the
+/// properties say otherwise, as the table's FileIO decides.
 fn store_config(
     provider: Provider,
     bucket: &str,
     props: &HashMap<String, String>,
 ) -> Result<S3StoreConfig> {
-    let get = |k: &str| props.get(k).filter(|v| !v.is_empty());
-    let mut config = S3StoreConfig::new(provider, bucket);
+    let get = |k: &str| props.get(k).filter(|v| !v.is_empty()).cloned();
     let region = get("s3.region").or_else(|| get("client.region"));
-    if let Some(r) = region {
-        config = config.with_region(r);
-    }
-    match get("s3.endpoint") {
-        Some(e) => config = config.with_endpoint(e),
-        None if provider == Provider::Oss => {
-            let r = region.ok_or_else(|| {
-                Error::config("s3.endpoint", "an oss:// table location needs s3.endpoint")
-            })?;
-            config = config.with_endpoint(format!("https://oss-{r}.aliyuncs.com"));
+    let endpoint = match (get("s3.endpoint"), provider, &region) {
+        (Some(e), _, _) => Some(e),
+        (None, Provider::Oss, Some(r)) => Some(format!("https://oss-{r}.aliyuncs.com")),
+        (None, Provider::Oss, None) => {
+            return Err(Error::config(
+                "s3.endpoint",
+                "an oss:// table location needs s3.endpoint",
+            ));
         }
-        None => {}
-    }
-    let local = config.endpoint.as_deref().is_some_and(|e| {
-        let host = e.split_once("://").map_or(e, |(_, r)| r);
-        let host = host.split(['/', ':']).next().unwrap_or(host);
+        (None, _, _) => None,
+    };
+    let local = endpoint.as_deref().is_some_and(|e| {
+        let host = floe_iceberg::rest::file_io::endpoint_host(e);
         host == "localhost" || host.parse::<std::net::IpAddr>().is_ok()
     });
-    let path_style = match get("s3.path-style-access") {
-        Some(v) => matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"),
-        None => local,
+    let settings = crate::config::StoreSettings {
+        path_style: match get("s3.path-style-access") {
+            Some(v) => matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"),
+            None => local,
+        },
+        endpoint,
+        region,
+        access_key_id: get("s3.access-key-id"),
+        secret_access_key: get("s3.secret-access-key").map(floe_core::Secret::new),
+        session_token: get("s3.session-token").map(floe_core::Secret::new),
     };
-    config = config.with_path_style(path_style);
-    if let (Some(id), Some(secret)) = (get("s3.access-key-id"), get("s3.secret-access-key")) {
-        let token = get("s3.session-token").map(|t| floe_core::Secret::new(t.clone()));
-        config = config.with_keys(id, floe_core::Secret::new(secret.clone()), token);
-    }
-    Ok(config)
+    Ok(crate::sources::stores::store_config(
+        provider, bucket, &settings,
+    ))
 }
 
 /// Every file under `root`, recursively (a missing folder has none).
@@ -319,4 +322,58 @@ async fn remove_listed(
         faults.hit("maintain.after-orphan").await;
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_bucket_location_is_reached_as_the_tables_file_io_reaches_it() {
+        let c = store_config(
+            Provider::S3,
+            "wh",
+            &props(&[
+                ("s3.endpoint", "http://127.0.0.1:9000"),
+                ("s3.access-key-id", "AK"),
+                ("s3.secret-access-key", "SK"),
+                ("client.region", "us-east-1"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert!(c.path_style, "an IP endpoint means path style");
+        assert_eq!(c.region.as_deref(), Some("us-east-1"));
+        assert_eq!(c.access_key_id.as_deref(), Some("AK"));
+        let c = store_config(
+            Provider::S3,
+            "wh",
+            &props(&[
+                ("s3.endpoint", "http://localhost:9000"),
+                ("s3.path-style-access", "false"),
+            ]),
+        )
+        .unwrap();
+        assert!(!c.path_style, "the properties win");
+        let c = store_config(
+            Provider::Oss,
+            "wh",
+            &props(&[("client.region", "cn-hangzhou")]),
+        )
+        .unwrap();
+        assert_eq!(
+            c.endpoint.as_deref(),
+            Some("https://oss-cn-hangzhou.aliyuncs.com")
+        );
+        assert!(!c.path_style);
+        let e = store_config(Provider::Oss, "wh", &props(&[])).unwrap_err();
+        assert!(e.to_string().contains("s3.endpoint"), "{e}");
+    }
 }
