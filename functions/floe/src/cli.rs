@@ -62,7 +62,7 @@ pub enum Command {
     Config(ConfigCommand),
     /// Benchmark floe against arrow-rs and pyarrow + pyiceberg on generated data.
     Bench(BenchArgs),
-    /// The benchmark's floor: arrow-json decode + Parquet encode of one NDJSON file.
+    /// The benchmark's one-thread floor: floe's NDJSON decoder into a Parquet writer, each timed.
     #[command(hide = true)]
     BenchRaw(BenchRawArgs),
     /// The benchmark's commit-pass case: one idle commit pass on the object-store checkpoint

@@ -598,3 +598,41 @@ fn sorted_ids(table: &serde_json::Value) -> Vec<i64> {
     ids.sort_unstable();
     ids
 }
+
+/// `floe bench-raw`, the benchmark's floor, decodes with floe's own decoder and times decoding
+/// and encoding apart: the figures `floe bench` sets floe's wall time against.
+#[test]
+fn bench_floor_reports_its_rows_and_both_stage_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("events.ndjson");
+    let mut lines = String::new();
+    for id in 0..20_000 {
+        lines.push_str(&format!(
+            "{{\"id\":{id},\"ts\":\"2025-01-02T03:04:05.006Z\",\"user\":\"u{id}\",\"level\":\"info\",\"amount\":1.5,\"ok\":true,\"message\":\"m\"}}\n"
+        ));
+    }
+    lines.push_str("{\"id\": not json}\n");
+    std::fs::write(&input, lines).unwrap();
+    let output = dir.path().join("out.parquet");
+    let (code, out, err) = floe(&[
+        "bench-raw",
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let figure = |name: &str| -> f64 {
+        out.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+            .parse()
+            .unwrap()
+    };
+    // The malformed line is set aside, as `floe run` does.
+    assert_eq!(figure("rows="), 20_000.0, "{out}");
+    assert!(figure("decode_s=") > 0.0, "{out}");
+    assert!(figure("encode_s=") > 0.0, "{out}");
+    let file = std::fs::File::open(&output).unwrap();
+    let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+    use parquet::file::reader::FileReader;
+    assert_eq!(reader.metadata().file_metadata().num_rows(), 20_000);
+}
