@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use floe_core::Result;
 
-use crate::store::{CheckpointStore, StoreExt};
+use crate::store::{CheckpointStore, StoreExt, Version};
 
 fn check(cond: bool, what: &str) -> Result<()> {
     if cond {
@@ -285,11 +285,92 @@ pub async fn many(store: &dyn CheckpointStore, prefix: &str) -> Result<()> {
     )
 }
 
+/// `write_many` over more distinct keys than one statement or request carries: each write is
+/// judged on its own (a live key refuses an insert, an expired one takes it, a stale or absent
+/// version refuses an update), and every winner's new version is the one stored.
+pub async fn many_large(store: &dyn CheckpointStore, prefix: &str) -> Result<()> {
+    use crate::store::Write;
+    const N: usize = 150;
+    let key = |i: usize| format!("{prefix}/ml/{i:04}");
+    let keys: Vec<String> = (0..4 * N).map(key).collect();
+    // 0..N live, N..2N expired; 2N..3N live (to update); 3N..4N absent.
+    let mut live = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let ttl = (N..2 * N).contains(&i).then(|| Duration::from_millis(1));
+        if i < 3 * N {
+            let v = store
+                .put_if_absent(k, b"old", ttl)
+                .await?
+                .ok_or_else(|| floe_core::Error::unexpected("conformance: setup insert lost"))?;
+            live.push(v);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let stale = Version("stale".into());
+    let mut writes = Vec::new();
+    for k in &keys[..2 * N] {
+        writes.push(Write::Insert {
+            key: k,
+            value: b"new".to_vec(),
+            ttl: None,
+        });
+    }
+    for (j, k) in keys[2 * N..].iter().enumerate() {
+        // Even ones name their version; odd ones and the absent keys a stale one.
+        let expected = if j < N && j.is_multiple_of(2) {
+            &live[2 * N + j]
+        } else {
+            &stale
+        };
+        writes.push(Write::Update {
+            key: k,
+            value: b"new".to_vec(),
+            expected,
+            ttl: None,
+        });
+    }
+    let results = store.write_many(&writes).await?;
+    check(
+        results.len() == writes.len(),
+        "write_many answers every write",
+    )?;
+    let wins = |i: usize| match i {
+        i if i < N => false,
+        i if i < 2 * N => true,
+        i if i < 3 * N => (i - 2 * N).is_multiple_of(2),
+        _ => false,
+    };
+    let got = store.get_many(&keys).await?;
+    for (i, (r, e)) in results.iter().zip(&got).enumerate() {
+        check(
+            r.is_some() == wins(i),
+            &format!("write_many result of key {i}: won = {}", r.is_some()),
+        )?;
+        let want: Option<&[u8]> = match i {
+            i if i >= 3 * N => None,
+            i if wins(i) => Some(b"new"),
+            _ => Some(b"old"),
+        };
+        check(
+            e.as_ref().map(|e| e.value.as_slice()) == want,
+            &format!("value of key {i} after write_many"),
+        )?;
+        if let (Some(v), Some(e)) = (r, e) {
+            check(
+                &e.version == v,
+                &format!("version of key {i} is the one returned"),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Run every check.
 pub async fn run_all(store: Arc<dyn CheckpointStore>, prefix: &str) -> Result<()> {
     basic_cas(store.as_ref(), prefix).await?;
     scan_prefix(store.as_ref(), prefix).await?;
     ttl(store.as_ref(), prefix).await?;
     many(store.as_ref(), prefix).await?;
+    many_large(store.as_ref(), prefix).await?;
     concurrent_counter(&[store], prefix, 8, 25).await
 }

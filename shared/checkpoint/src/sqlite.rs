@@ -154,6 +154,100 @@ async fn update<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
     Ok((done.rows_affected() == 1).then_some(version))
 }
 
+/// Writes of distinct keys per statement in [`write_batched`] (5 parameters each, far below
+/// SQLite's limit).
+const ROWS_PER_STATEMENT: usize = 200;
+
+/// The writes (of distinct keys) as a few multi-row statements: inserts as one upsert that
+/// replaces expired entries only, updates as one `UPDATE … FROM (VALUES …)` matching key and
+/// version; `RETURNING key` says which won.
+async fn write_batched(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    writes: &[Write<'_>],
+) -> Result<Vec<Option<Version>>> {
+    let mut out: Vec<Option<Version>> = vec![None; writes.len()];
+    let (inserts, updates): (Vec<usize>, Vec<usize>) =
+        (0..writes.len()).partition(|&i| matches!(writes[i], Write::Insert { .. }));
+    for chunk in inserts.chunks(ROWS_PER_STATEMENT) {
+        let rows = vec![format!("(?, ?, ?, ? + {NOW_MS})"); chunk.len()].join(", ");
+        let sql = format!(
+            "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES {rows}
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
+               expires_at = excluded.expires_at
+             WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= {NOW_MS}
+             RETURNING key"
+        );
+        let versions: Vec<Version> = chunk.iter().map(|_| new_version()).collect();
+        let mut q = sqlx::query(&sql);
+        for (&i, version) in chunk.iter().zip(&versions) {
+            if let Write::Insert { key, value, ttl } = &writes[i] {
+                q = q
+                    .bind(*key)
+                    .bind(value.as_slice())
+                    .bind(&version.0)
+                    .bind(ttl_ms(*ttl));
+            }
+        }
+        let won = q
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(|e| db_err("failed to insert", e))?;
+        settle(&mut out, writes, chunk, versions, &won);
+    }
+    for chunk in updates.chunks(ROWS_PER_STATEMENT) {
+        let rows = vec!["(?, ?, ?, ?, ?)"; chunk.len()].join(", ");
+        // VALUES columns are column1.. : key, value, new version, ttl, expected version.
+        let sql = format!(
+            "UPDATE floe_checkpoint SET value = v.column2, version = v.column3,
+               expires_at = v.column4 + {NOW_MS}
+             FROM (VALUES {rows}) AS v
+             WHERE floe_checkpoint.key = v.column1 AND floe_checkpoint.version = v.column5
+               AND (floe_checkpoint.expires_at IS NULL OR floe_checkpoint.expires_at > {NOW_MS})
+             RETURNING floe_checkpoint.key"
+        );
+        let versions: Vec<Version> = chunk.iter().map(|_| new_version()).collect();
+        let mut q = sqlx::query(&sql);
+        for (&i, version) in chunk.iter().zip(&versions) {
+            if let Write::Update {
+                key,
+                value,
+                expected,
+                ttl,
+            } = &writes[i]
+            {
+                q = q
+                    .bind(*key)
+                    .bind(value.as_slice())
+                    .bind(&version.0)
+                    .bind(ttl_ms(*ttl))
+                    .bind(&expected.0);
+            }
+        }
+        let won = q
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(|e| db_err("failed to update", e))?;
+        settle(&mut out, writes, chunk, versions, &won);
+    }
+    Ok(out)
+}
+
+/// Give each write of `chunk` whose key came back in `won` its new version.
+fn settle(
+    out: &mut [Option<Version>],
+    writes: &[Write<'_>],
+    chunk: &[usize],
+    versions: Vec<Version>,
+    won: &[sqlx::sqlite::SqliteRow],
+) {
+    let won: std::collections::HashSet<String> = won.iter().map(|r| r.get(0)).collect();
+    for (&i, version) in chunk.iter().zip(versions) {
+        if won.contains(writes[i].key()) {
+            out[i] = Some(version);
+        }
+    }
+}
+
 #[async_trait]
 impl CheckpointStore for SqliteStore {
     async fn get(&self, key: &str) -> Result<Option<Entry>> {
@@ -259,24 +353,32 @@ impl CheckpointStore for SqliteStore {
     }
 
     async fn write_many(&self, writes: &[Write<'_>]) -> Result<Vec<Option<Version>>> {
-        // One transaction: one disk sync for the lot.
+        // One transaction: one disk sync for the lot. Each statement is a hand-off to the
+        // connection's thread, so writes of distinct keys go many to a statement; a key written
+        // twice is applied in order, one statement a write.
         let mut tx = self
             .pool
             .begin()
             .await
             .map_err(|e| db_err("failed to begin", e))?;
-        let mut out = Vec::with_capacity(writes.len());
-        for w in writes {
-            out.push(match w {
-                Write::Insert { key, value, ttl } => insert(&mut *tx, key, value, *ttl).await?,
-                Write::Update {
-                    key,
-                    value,
-                    expected,
-                    ttl,
-                } => update(&mut *tx, key, value, expected, *ttl).await?,
-            });
-        }
+        let mut keys = std::collections::HashSet::with_capacity(writes.len());
+        let out = if writes.iter().all(|w| keys.insert(w.key())) {
+            write_batched(&mut tx, writes).await?
+        } else {
+            let mut out = Vec::with_capacity(writes.len());
+            for w in writes {
+                out.push(match w {
+                    Write::Insert { key, value, ttl } => insert(&mut *tx, key, value, *ttl).await?,
+                    Write::Update {
+                        key,
+                        value,
+                        expected,
+                        ttl,
+                    } => update(&mut *tx, key, value, expected, *ttl).await?,
+                });
+            }
+            out
+        };
         tx.commit()
             .await
             .map_err(|e| db_err("failed to commit", e))?;
