@@ -46,6 +46,7 @@ impl Pipeline {
             outcomes: (0..changes.len()).map(|_| None).collect(),
             changes,
             batch,
+            prefetch: Default::default(),
         };
         let routed = self.route_all(&mut run).await?;
         if routed.is_empty() {

@@ -10,6 +10,7 @@
 pub mod batch;
 mod claims;
 mod fanout;
+mod prefetch;
 pub mod read;
 pub mod route;
 mod write;
@@ -106,6 +107,8 @@ pub(crate) struct Run<'c> {
     pub(crate) dead: DeadLetterWriter,
     /// No object read goes on past this (the invocation's stop time), when there is one.
     pub(crate) read_until: Option<std::time::Instant>,
+    /// The objects being read ahead (see [`prefetch`]).
+    pub(crate) prefetch: prefetch::Prefetch,
 }
 
 impl Run<'_> {

@@ -160,6 +160,17 @@ async fn open_object(
     from: Option<u64>,
 ) -> Result<(GetResult, Format, Compression)> {
     let got = get_change_from(store, change, from).await?;
+    with_format(got, store, change, route, from)
+}
+
+/// The answer of [`get_change_from`] and the object's format and compression.
+fn with_format(
+    got: GetResult,
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    route: &RouteConfig,
+    from: Option<u64>,
+) -> Result<(GetResult, Format, Compression)> {
     let (format, compression) = object_format(
         change,
         route,
@@ -222,10 +233,11 @@ pub type OnBytes<'a> = &'a (dyn Fn(u64) + Send + Sync);
 
 /// The bytes a change lands: the whole object, or for an append those from `from` on (see
 /// [`get_change`]).
-#[derive(Clone, Copy, Debug)]
 pub struct ChangeBytes<'a> {
     pub change: &'a ObjectChange,
     pub from: Option<u64>,
+    /// The whole object's [`get_change`], when it was read ahead.
+    pub early: Option<tokio::task::JoinHandle<Result<GetResult>>>,
 }
 
 /// Stream the records of the bytes `what` lands into `writer`. An error carries the object
@@ -239,13 +251,23 @@ pub async fn read_records(
     on_bad: OnBad<'_>,
     on_bytes: OnBytes<'_>,
 ) -> Result<ObjectStats> {
-    let ChangeBytes { change, from } = what;
+    let ChangeBytes {
+        change,
+        from,
+        early,
+    } = what;
     let url = store.url(&change.key);
     let read = async {
         let mut stats = ObjectStats::default();
-        let (got, format, compression) = open_object(store, change, route, from)
-            .await
-            .map_err(|e| e.while_doing(format!("failed to read {url}")))?;
+        let opened = match early {
+            Some(fetch) => match super::prefetch::fetched(fetch).await {
+                Ok(got) => with_format(got, store, change, route, from),
+                Err(e) => Err(e),
+            },
+            None => open_object(store, change, route, from).await,
+        };
+        let (got, format, compression) =
+            opened.map_err(|e| e.while_doing(format!("failed to read {url}")))?;
         let schema = writer.arrow_schema().clone();
         if format == Format::Parquet {
             let file = parquet_file(store, &change.key, got).await?;

@@ -16,6 +16,7 @@ use floe_iceberg::{
 };
 use iceberg::table::Table;
 
+use super::prefetch::{Candidate, Prefetch, worth_reading_ahead};
 use super::read::{
     ChangeBytes, content_of, infer_object_schema, metadata_rows, read_records, table_schema_for,
     unreadable,
@@ -97,6 +98,7 @@ impl Pipeline {
         let mut slots: HashMap<String, Slot> = HashMap::new();
         // Per table: (change index, content) of the metadata rows to write.
         let mut meta: HashMap<String, Vec<MetaItem>> = HashMap::new();
+        run.prefetch = self.read_ahead(changes, claimed);
         for (pos, c) in claimed.iter().enumerate() {
             if !self.heartbeat(record, record_version).await? {
                 return Ok(WriteResult::Abandoned);
@@ -228,6 +230,28 @@ impl Pipeline {
         }
         self.write_metadata(changes, &mut slots, meta).await?;
         Ok(WriteResult::Done(slots))
+    }
+
+    /// The claimed objects worth reading ahead (see [`super::prefetch`]), in the order read.
+    fn read_ahead(&self, changes: &[ObjectChange], claimed: &[Claimed]) -> Prefetch {
+        let candidates = claimed
+            .iter()
+            .filter_map(|c| {
+                let change = &changes[c.idx];
+                let route = self.router.config(c.route);
+                let wanted = route.mode == Mode::Records
+                    && !replaces_without_rows(route, change)
+                    && self.too_large(change).is_none()
+                    && worth_reading_ahead(change, route, c.from(change).is_some());
+                Some(Candidate {
+                    idx: c.idx,
+                    store: self.stores.store(change).ok()?,
+                    change: change.clone(),
+                })
+                .filter(|_| wanted)
+            })
+            .collect();
+        Prefetch::new(candidates)
     }
 
     /// Why `change` is not read at all: larger than `ingest.max-object-bytes` says.
@@ -400,9 +424,14 @@ impl Pipeline {
                 p(ProgressEvent::Reading { change, read });
             }
         };
+        let early = run.prefetch.take(idx).filter(|_| from.is_none());
         let result = read_records(
             store,
-            ChangeBytes { change, from },
+            ChangeBytes {
+                change,
+                from,
+                early,
+            },
             route,
             sink,
             self.config.ingest.batch_rows,

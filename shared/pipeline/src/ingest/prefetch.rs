@@ -1,0 +1,314 @@
+//! Reading ahead: while one object of a batch is decoded and written, the bodies of the next
+//! few small ones are already being fetched. A GET to OSS or S3 costs tens of milliseconds
+//! before its first byte; a batch of small objects read one after the other pays that once per
+//! object, read ahead it pays it about once per window.
+//!
+//! Only whole small objects of record routes are read ahead (a known size up to
+//! [`MAX_OBJECT_BYTES`], not an append, not Parquet, which is read from a file). A fetch is the
+//! same [`get_change`] the object's own read would make, so a superseded object fails the same
+//! way; its answer waits, in memory, for its turn. Fetches still running when the batch stops
+//! reading are cancelled.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use floe_core::{Error, ObjectChange, Result};
+use floe_decode::decode::Format;
+use floe_storage::{GetResult, ObjectStore};
+use futures::StreamExt;
+use tokio::task::JoinHandle;
+
+use super::read::{get_change, object_format};
+use crate::config::RouteConfig;
+
+/// Objects larger than this are read as they stream, in their turn.
+pub(crate) const MAX_OBJECT_BYTES: u64 = 4 << 20;
+/// At most this many objects are fetched ahead at once...
+const MAX_AHEAD: usize = 8;
+/// ...holding at most this many bytes between them.
+const MAX_AHEAD_BYTES: u64 = 16 << 20;
+
+/// One object that may be read ahead.
+pub(crate) struct Candidate {
+    /// The change's index in the batch.
+    pub(crate) idx: usize,
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) change: ObjectChange,
+}
+
+/// Whether the object `change` names is read ahead under `route` (see the module doc).
+pub(crate) fn worth_reading_ahead(
+    change: &ObjectChange,
+    route: &RouteConfig,
+    append: bool,
+) -> bool {
+    !append
+        && change.size.is_some_and(|s| s <= MAX_OBJECT_BYTES)
+        && !matches!(
+            object_format(change, route, None, None),
+            Ok((Format::Parquet, _))
+        )
+}
+
+type Fetch = JoinHandle<Result<GetResult>>;
+
+/// The read-ahead window over a batch's objects, taken in the order given.
+#[derive(Default)]
+pub(crate) struct Prefetch {
+    waiting: VecDeque<Candidate>,
+    running: VecDeque<(usize, u64, Fetch)>,
+}
+
+impl Prefetch {
+    /// A window over `candidates` (in the order they will be read); nothing starts until the
+    /// first [`Prefetch::take`].
+    pub(crate) fn new(candidates: Vec<Candidate>) -> Self {
+        Prefetch {
+            waiting: candidates.into(),
+            running: VecDeque::new(),
+        }
+    }
+
+    /// The fetch of change `idx`, if it was read ahead; the objects before it that were not
+    /// asked for (set aside unread) are dropped, and the window moves on.
+    pub(crate) fn take(&mut self, idx: usize) -> Option<Fetch> {
+        while self.running.front().is_some_and(|(i, _, _)| *i < idx) {
+            if let Some((_, _, f)) = self.running.pop_front() {
+                f.abort();
+            }
+        }
+        while self.waiting.front().is_some_and(|c| c.idx < idx) {
+            self.waiting.pop_front();
+        }
+        // Start it now if it was not yet: it is read next either way.
+        if self.running.is_empty() && self.waiting.front().is_some_and(|c| c.idx == idx) {
+            self.start_one();
+        }
+        let mine = match self.running.front() {
+            Some((i, _, _)) if *i == idx => self.running.pop_front().map(|(_, _, f)| f),
+            _ => None,
+        };
+        self.fill();
+        mine
+    }
+
+    /// Start fetches until the window is full.
+    fn fill(&mut self) {
+        loop {
+            let held: u64 = self.running.iter().map(|(_, s, _)| s).sum();
+            let next = match self.waiting.front() {
+                Some(c) => c.change.size.unwrap_or(MAX_OBJECT_BYTES),
+                None => return,
+            };
+            if self.running.len() >= MAX_AHEAD
+                || (!self.running.is_empty() && held + next > MAX_AHEAD_BYTES)
+            {
+                return;
+            }
+            self.start_one();
+        }
+    }
+
+    fn start_one(&mut self) {
+        let Some(c) = self.waiting.pop_front() else {
+            return;
+        };
+        let size = c.change.size.unwrap_or(MAX_OBJECT_BYTES);
+        let fetch = tokio::spawn(async move { fetch_whole(&c.store, &c.change).await });
+        self.running.push_back((c.idx, size, fetch));
+    }
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        for (_, _, f) in &self.running {
+            f.abort();
+        }
+    }
+}
+
+/// The object as [`get_change`] answers it, its body read to the end (held as the chunks
+/// came, no copy).
+async fn fetch_whole(store: &Arc<dyn ObjectStore>, change: &ObjectChange) -> Result<GetResult> {
+    let got = get_change(store, change).await?;
+    let chunks: Vec<Result<Bytes>> = got.body.collect().await;
+    let body: floe_storage::ByteStream = Box::pin(futures::stream::iter(chunks));
+    Ok(GetResult {
+        meta: got.meta,
+        body,
+    })
+}
+
+/// The answer of a fetch started ahead.
+pub(crate) async fn fetched(fetch: Fetch) -> Result<GetResult> {
+    fetch
+        .await
+        .map_err(|e| Error::unexpected(format!("object read-ahead task failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use floe_core::Provider;
+    use floe_storage::{ListPage, LocalStore, ObjectMeta, PutMode};
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    /// A local store whose GETs wait at a gate the test opens, counting those started.
+    #[derive(Debug)]
+    struct Gated {
+        inner: LocalStore,
+        started: AtomicUsize,
+        gate: Semaphore,
+    }
+
+    #[async_trait]
+    impl ObjectStore for Gated {
+        fn provider(&self) -> Provider {
+            self.inner.provider()
+        }
+        fn bucket(&self) -> &str {
+            self.inner.bucket()
+        }
+        fn url(&self, key: &str) -> String {
+            self.inner.url(key)
+        }
+        async fn list(&self, prefix: &str, token: Option<&str>, max: usize) -> Result<ListPage> {
+            self.inner.list(prefix, token, max).await
+        }
+        async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
+            self.inner.head(key).await
+        }
+        async fn get(&self, key: &str) -> Result<GetResult> {
+            self.started.fetch_add(1, Ordering::SeqCst);
+            let _pass = self
+                .gate
+                .acquire()
+                .await
+                .map_err(|_| Error::unexpected("gate"))?;
+            self.inner.get(key).await
+        }
+        async fn get_range(&self, key: &str, start: u64, end: u64) -> Result<Bytes> {
+            self.inner.get_range(key, start, end).await
+        }
+        async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<Option<String>> {
+            self.inner.put(key, body, mode).await
+        }
+        async fn delete(&self, key: &str) -> Result<()> {
+            self.inner.delete(key).await
+        }
+        async fn delete_if_match(&self, key: &str, etag: &str) -> Result<bool> {
+            self.inner.delete_if_match(key, etag).await
+        }
+    }
+
+    /// `n` objects of `size` bytes (their bytes: the index, repeated), as candidates 0..n.
+    fn objects(dir: &std::path::Path, n: usize, size: usize) -> (Arc<Gated>, Vec<Candidate>) {
+        let store = Arc::new(Gated {
+            inner: LocalStore::new(dir, "b").unwrap(),
+            started: AtomicUsize::new(0),
+            gate: Semaphore::new(0),
+        });
+        let candidates = (0..n)
+            .map(|i| {
+                let key = format!("o{i:02}");
+                std::fs::write(dir.join(&key), vec![i as u8; size]).unwrap();
+                Candidate {
+                    idx: i,
+                    store: store.clone(),
+                    change: ObjectChange {
+                        size: Some(size as u64),
+                        ..ObjectChange::created(Provider::Local, "b", key)
+                    },
+                }
+            })
+            .collect();
+        (store, candidates)
+    }
+
+    async fn started_settles(store: &Gated) -> usize {
+        let mut last = usize::MAX;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let now = store.started.load(Ordering::SeqCst);
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    }
+
+    async fn body_of(fetch: Fetch) -> Vec<u8> {
+        let got = fetched(fetch).await.unwrap();
+        floe_storage::collect_body(got.body, usize::MAX)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_window_reads_ahead_in_order_and_drops_the_objects_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, candidates) = objects(dir.path(), 20, 1000);
+        let mut window = Prefetch::new(candidates);
+        assert_eq!(
+            started_settles(&store).await,
+            0,
+            "nothing before the first take"
+        );
+
+        let first = window.take(0).expect("object 0 is read ahead");
+        assert_eq!(
+            started_settles(&store).await,
+            1 + MAX_AHEAD,
+            "the object asked for and a full window behind it"
+        );
+        store.gate.add_permits(100);
+        assert_eq!(body_of(first).await, vec![0u8; 1000]);
+
+        // 1 and 2 were set aside unread: 3 is next, and the window moves past it.
+        let third = window.take(3).expect("object 3 is read ahead");
+        assert_eq!(body_of(third).await, vec![3u8; 1000]);
+        assert!(
+            window.take(2).is_none(),
+            "a dropped object is not handed out"
+        );
+        for i in 4..20 {
+            let fetch = window.take(i).expect("every later object is read ahead");
+            assert_eq!(body_of(fetch).await, vec![i as u8; 1000]);
+        }
+        assert!(window.take(20).is_none());
+        assert_eq!(
+            store.started.load(Ordering::SeqCst),
+            20,
+            "each object fetched once"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_window_holds_no_more_than_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, candidates) = objects(dir.path(), 10, 3 << 20);
+        let mut window = Prefetch::new(candidates);
+        let _first = window.take(0).unwrap();
+        // 3 MiB each: 5 of them fit in 16 MiB, the sixth would not.
+        assert_eq!(started_settles(&store).await, 1 + 5);
+        drop(window);
+        store.gate.add_permits(100);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_object_not_read_ahead_is_left_to_its_own_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut candidates) = objects(dir.path(), 4, 10);
+        candidates.remove(1);
+        let mut window = Prefetch::new(candidates);
+        store.gate.add_permits(100);
+        assert!(window.take(0).is_some());
+        assert!(window.take(1).is_none(), "not a candidate");
+        assert_eq!(body_of(window.take(2).unwrap()).await, vec![2u8; 10]);
+    }
+}
