@@ -5,7 +5,9 @@
 //!   commit), the one-thread floor with its decode and encode CPU apart (floe's decoder into a
 //!   Parquet writer, no Iceberg: `floe bench-raw`), and pyarrow + pyiceberg
 //!   (`bench/pyiceberg_baseline.py`);
-//! - one batch of 500 small NDJSON objects: `floe run` and pyiceberg, process start included.
+//! - one batch of 500 small NDJSON objects: `floe run` and pyiceberg, process start included;
+//! - the per-object cost: `floe run` over 500 and over 50,000 objects of 1 KiB, less a run over
+//!   an empty folder (process start, catalog and checkpoint open), per object.
 //!
 //! Every run is a child process; wall time is measured here, peak memory is the child's own
 //! high-water mark (VmHWM / getrusage) as it reports it.
@@ -200,14 +202,7 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
         .map_err(io("failed to stat bench data"))?
         .len();
     let small_dir = data.join("small");
-    let mut small = Vec::new();
-    for i in 0..args.small {
-        let p = small_dir.join(format!("obj-{i:04}.ndjson"));
-        if !p.exists() {
-            generate(&p, args.small_kib << 10, i as u64 * 1_000_000)?;
-        }
-        small.push(p);
-    }
+    let small = objects(&small_dir, args.small, args.small_kib)?;
     let small_bytes: u64 = small
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok())
@@ -334,7 +329,58 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
         small.len(),
         floe_small.wall_s * 1e6 / small.len().max(1) as f64
     );
+    if args.flat > 0 {
+        per_object_cost(&exe, &root, args.small, args.flat, args.flat_kib)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `n` generated objects of `kib` KiB in `dir` (made once, reused).
+fn objects(dir: &Path, n: usize, kib: u64) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let p = dir.join(format!("obj-{i:06}.ndjson"));
+        if !p.exists() {
+            generate(&p, kib << 10, i as u64 * 1_000_000)?;
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// The per-object cost at `few` and at `many` objects of `kib` KiB: each run's wall time less
+/// that of a run over an empty folder, per object; flat when the two agree.
+fn per_object_cost(exe: &Path, root: &Path, few: usize, many: usize, kib: u64) -> Result<()> {
+    let data = root.join("data");
+    let empty = data.join("flat-empty");
+    std::fs::create_dir_all(&empty).map_err(io("failed to create bench data folder"))?;
+    let base = run_floe(exe, &root.join("runs/floe-flat-empty"), &empty)?;
+    let mut cost = Vec::new();
+    for n in [few, many] {
+        let dir = data.join(format!("flat-{n}"));
+        objects(&dir, n, kib)?;
+        let m = run_floe(exe, &root.join(format!("runs/floe-flat-{n}")), &dir)?;
+        if !m.text.contains(&format!("landed: {n} objects")) {
+            return Err(Error::unexpected(format!(
+                "the {n}-object run did not land its {n} objects:\n{}",
+                m.text
+            )));
+        }
+        let us = (m.wall_s - base.wall_s).max(0.0) * 1e6 / n.max(1) as f64;
+        println!(
+            "         per-object cost, {n} objects of {kib} KiB: {us:.0} us per object \
+             ({:.2} s, less {:.2} s for an empty run; {:.1} MiB peak)",
+            m.wall_s,
+            base.wall_s,
+            m.peak_kb as f64 / 1024.0
+        );
+        cost.push(us);
+    }
+    println!(
+        "         per-object cost at {many} / at {few} objects: {:.2}x (target: flat, <= 1.2x)",
+        cost[1] / cost[0].max(f64::MIN_POSITIVE)
+    );
+    Ok(())
 }
 
 /// `floe bench-raw`: the floor of the large-object case, one thread, no Iceberg: floe's own

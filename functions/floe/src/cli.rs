@@ -106,6 +106,13 @@ pub struct BenchArgs {
     /// Size of each small object, in KiB.
     #[arg(long, default_value_t = 32)]
     pub small_kib: u64,
+    /// The per-object cost is measured at `small` objects and at this many (0: skip), each of
+    /// `flat-kib` KiB, to show it stays flat.
+    #[arg(long, default_value_t = 50_000)]
+    pub flat: usize,
+    /// Size of each object of the per-object cost case, in KiB.
+    #[arg(long, default_value_t = 1)]
+    pub flat_kib: u64,
     /// A python with pyarrow and pyiceberg for the baseline (none: skip it).
     #[arg(long)]
     pub python: Option<PathBuf>,
