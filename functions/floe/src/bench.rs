@@ -7,7 +7,7 @@
 //!   (`bench/pyiceberg_baseline.py`);
 //! - one batch of 500 small NDJSON objects: `floe run` and pyiceberg, process start included;
 //! - the per-object cost: `floe run` over 500 and over 50,000 objects of 1 KiB, less a run over
-//!   an empty folder (process start, catalog and checkpoint open), per object.
+//!   an empty folder (process start, catalog and checkpoint open; median of three), per object.
 //!
 //! Every run is a child process; wall time is measured here, peak memory is the child's own
 //! high-water mark (VmHWM / getrusage) as it reports it.
@@ -354,7 +354,13 @@ fn per_object_cost(exe: &Path, root: &Path, few: usize, many: usize, kib: u64) -
     let data = root.join("data");
     let empty = data.join("flat-empty");
     std::fs::create_dir_all(&empty).map_err(io("failed to create bench data folder"))?;
-    let base = run_floe(exe, &root.join("runs/floe-flat-empty"), &empty)?;
+    // The median of three: one empty run is a few milliseconds, and a slow first one (a cold
+    // page cache) would be charged to the objects.
+    let mut empties = (0..3)
+        .map(|_| run_floe(exe, &root.join("runs/floe-flat-empty"), &empty))
+        .collect::<Result<Vec<_>>>()?;
+    empties.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));
+    let base = empties.swap_remove(1);
     let mut cost = Vec::new();
     for n in [few, many] {
         let dir = data.join(format!("flat-{n}"));

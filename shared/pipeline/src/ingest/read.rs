@@ -259,6 +259,7 @@ pub async fn read_records(
     let url = store.url(&change.key);
     let read = async {
         let mut stats = ObjectStats::default();
+        let read_ahead = early.is_some();
         let opened = match early {
             Some(fetch) => match super::prefetch::fetched(fetch).await {
                 Ok(got) => with_format(got, store, change, route, from),
@@ -278,7 +279,22 @@ pub async fn read_records(
             }
             return Ok(stats);
         }
-        let dec = stream_decoder(&format, compression, schema, batch_rows).map_err(unreadable)?;
+        let mut dec =
+            stream_decoder(&format, compression, schema, batch_rows).map_err(unreadable)?;
+        if read_ahead && got.meta.size <= DECODE_INLINE_BYTES {
+            // Small and in memory already: a task and a channel would cost more than the
+            // decoding they would overlap.
+            let mut body = got.body;
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk?;
+                stats.bytes += chunk.len() as u64;
+                dec.push(&chunk).map_err(unreadable)?;
+                drain(dec.take(), writer, on_bad, &mut stats, &url).await?;
+            }
+            dec.finish().map_err(unreadable)?;
+            drain(dec.take(), writer, on_bad, &mut stats, &url).await?;
+            return Ok(stats);
+        }
         // Decoding (JSON/CSV parsing) and encoding (Parquet, zstd) each take about half the time:
         // the decoder runs as its own task, a few batches ahead of the writer, so both cores work.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Step>(4);
@@ -316,6 +332,9 @@ pub async fn read_records(
     read.await
         .map_err(|e| e.with_context("object", url.clone()))
 }
+
+/// A body read ahead and at most this large is decoded on the writer's task.
+const DECODE_INLINE_BYTES: u64 = 1 << 20;
 
 /// What the decoding task hands the writer.
 enum Step {
