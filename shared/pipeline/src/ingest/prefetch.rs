@@ -140,8 +140,16 @@ async fn fetch_whole(store: &Arc<dyn ObjectStore>, change: &ObjectChange) -> Res
     })
 }
 
-/// The answer of a fetch started ahead.
+/// The answer of a fetch started ahead. A wait given up (the object's read timed out, the
+/// batch stopped) cancels the fetch: dropping a task's handle alone would leave it running.
 pub(crate) async fn fetched(fetch: Fetch) -> Result<GetResult> {
+    struct CancelOnDrop(tokio::task::AbortHandle);
+    impl Drop for CancelOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let _cancel = CancelOnDrop(fetch.abort_handle());
     fetch
         .await
         .map_err(|e| Error::unexpected(format!("object read-ahead task failed: {e}")))?
@@ -298,6 +306,24 @@ mod tests {
         assert_eq!(started_settles(&store).await, 1 + 5);
         drop(window);
         store.gate.add_permits(100);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wait_given_up_cancels_its_fetch() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, candidates) = objects(dir.path(), 1, 10);
+        let mut window = Prefetch::new(candidates);
+        let fetch = window.take(0).unwrap();
+        let probe = fetch.abort_handle();
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(20), fetched(fetch)).await;
+        assert!(waited.is_err(), "the gate is shut: the wait times out");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(
+            probe.is_finished(),
+            "the fetch was cancelled, not left running"
+        );
+        store.gate.add_permits(1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
