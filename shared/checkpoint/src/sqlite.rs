@@ -100,152 +100,140 @@ impl SqliteStore {
     }
 }
 
-/// Insert unless a live entry exists (an expired one is replaced).
-async fn insert<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
-    ex: E,
-    key: &str,
-    value: &[u8],
+/// One conditional write as its statement binds it: without `expected` an insert unless a
+/// live entry exists (an expired one is replaced), with it a replacement of a live entry still
+/// at that version.
+struct Cas<'a> {
+    key: &'a str,
+    value: &'a [u8],
     ttl: Option<Duration>,
-) -> Result<Option<Version>> {
-    let version = new_version();
-    static SQL: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES (?, ?, ?, ? + {NOW_MS})
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
-               expires_at = excluded.expires_at
-             WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= {NOW_MS}"
-        )
-    });
-    let done = sqlx::query(SQL.as_str())
-        .bind(key)
-        .bind(value)
-        .bind(&version.0)
-        .bind(ttl_ms(ttl))
-        .execute(ex)
-        .await
-        .map_err(|e| db_err("failed to insert", e))?;
-    Ok((done.rows_affected() == 1).then_some(version))
+    expected: Option<&'a Version>,
 }
 
-/// Replace a live entry still at `expected`.
-async fn update<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
-    ex: E,
-    key: &str,
-    value: &[u8],
-    expected: &Version,
-    ttl: Option<Duration>,
-) -> Result<Option<Version>> {
-    let version = new_version();
-    static SQL: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "UPDATE floe_checkpoint SET value = ?, version = ?, expires_at = ? + {NOW_MS}
-             WHERE key = ? AND version = ? AND (expires_at IS NULL OR expires_at > {NOW_MS})"
-        )
-    });
-    let done = sqlx::query(SQL.as_str())
-        .bind(value)
-        .bind(&version.0)
-        .bind(ttl_ms(ttl))
-        .bind(key)
-        .bind(&expected.0)
-        .execute(ex)
-        .await
-        .map_err(|e| db_err("failed to update", e))?;
-    Ok((done.rows_affected() == 1).then_some(version))
+impl<'a> From<&'a Write<'a>> for Cas<'a> {
+    fn from(w: &'a Write<'a>) -> Self {
+        match w {
+            Write::Insert { key, value, ttl } => Cas {
+                key,
+                value,
+                ttl: *ttl,
+                expected: None,
+            },
+            Write::Update {
+                key,
+                value,
+                expected,
+                ttl,
+            } => Cas {
+                key,
+                value,
+                ttl: *ttl,
+                expected: Some(*expected),
+            },
+        }
+    }
 }
 
-/// Writes of distinct keys per statement in [`write_batched`] (5 parameters each, far below
+/// Writes of distinct keys per statement in [`write_distinct`] (5 parameters each, far below
 /// SQLite's limit).
 const ROWS_PER_STATEMENT: usize = 200;
 
-/// The writes (of distinct keys) as a few multi-row statements: inserts as one upsert that
-/// replaces expired entries only, updates as one `UPDATE … FROM (VALUES …)` matching key and
-/// version; `RETURNING key` says which won.
-async fn write_batched(
-    tx: &mut sqlx::Transaction<'_, Sqlite>,
-    writes: &[Write<'_>],
-) -> Result<Vec<Option<Version>>> {
-    let mut out: Vec<Option<Version>> = vec![None; writes.len()];
-    let (inserts, updates): (Vec<usize>, Vec<usize>) =
-        (0..writes.len()).partition(|&i| matches!(writes[i], Write::Insert { .. }));
-    for chunk in inserts.chunks(ROWS_PER_STATEMENT) {
-        let rows = vec![format!("(?, ?, ?, ? + {NOW_MS})"); chunk.len()].join(", ");
-        let sql = format!(
-            "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES {rows}
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
-               expires_at = excluded.expires_at
-             WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= {NOW_MS}
-             RETURNING key"
-        );
-        let versions: Vec<Version> = chunk.iter().map(|_| new_version()).collect();
-        let mut q = sqlx::query(&sql);
-        for (&i, version) in chunk.iter().zip(&versions) {
-            if let Write::Insert { key, value, ttl } = &writes[i] {
-                q = q
-                    .bind(*key)
-                    .bind(value.as_slice())
-                    .bind(&version.0)
-                    .bind(ttl_ms(*ttl));
-            }
-        }
-        let won = q
-            .fetch_all(&mut **tx)
-            .await
-            .map_err(|e| db_err("failed to insert", e))?;
-        settle(&mut out, writes, chunk, versions, &won);
-    }
-    for chunk in updates.chunks(ROWS_PER_STATEMENT) {
-        let rows = vec!["(?, ?, ?, ?, ?)"; chunk.len()].join(", ");
+/// The statement for `rows` conditional writes of distinct keys, inserts or updates, each row
+/// bound as [`bind`] does; `RETURNING key` names the writes that won.
+fn cas_sql(update: bool, rows: usize) -> String {
+    if update {
         // VALUES columns are column1.. : key, value, new version, ttl, expected version.
-        let sql = format!(
+        let rows = vec!["(?, ?, ?, ?, ?)"; rows].join(", ");
+        format!(
             "UPDATE floe_checkpoint SET value = v.column2, version = v.column3,
                expires_at = v.column4 + {NOW_MS}
              FROM (VALUES {rows}) AS v
              WHERE floe_checkpoint.key = v.column1 AND floe_checkpoint.version = v.column5
                AND (floe_checkpoint.expires_at IS NULL OR floe_checkpoint.expires_at > {NOW_MS})
              RETURNING floe_checkpoint.key"
-        );
-        let versions: Vec<Version> = chunk.iter().map(|_| new_version()).collect();
-        let mut q = sqlx::query(&sql);
-        for (&i, version) in chunk.iter().zip(&versions) {
-            if let Write::Update {
-                key,
-                value,
-                expected,
-                ttl,
-            } = &writes[i]
-            {
-                q = q
-                    .bind(*key)
-                    .bind(value.as_slice())
-                    .bind(&version.0)
-                    .bind(ttl_ms(*ttl))
-                    .bind(&expected.0);
-            }
-        }
-        let won = q
-            .fetch_all(&mut **tx)
-            .await
-            .map_err(|e| db_err("failed to update", e))?;
-        settle(&mut out, writes, chunk, versions, &won);
+        )
+    } else {
+        let rows = vec![format!("(?, ?, ?, ? + {NOW_MS})"); rows].join(", ");
+        format!(
+            "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES {rows}
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
+               expires_at = excluded.expires_at
+             WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= {NOW_MS}
+             RETURNING key"
+        )
     }
-    Ok(out)
 }
 
-/// Give each write of `chunk` whose key came back in `won` its new version.
-fn settle(
-    out: &mut [Option<Version>],
-    writes: &[Write<'_>],
-    chunk: &[usize],
-    versions: Vec<Version>,
-    won: &[sqlx::sqlite::SqliteRow],
-) {
-    let won: std::collections::HashSet<String> = won.iter().map(|r| r.get(0)).collect();
-    for (&i, version) in chunk.iter().zip(versions) {
-        if won.contains(writes[i].key()) {
-            out[i] = Some(version);
+fn cas_failed(update: bool) -> &'static str {
+    if update {
+        "failed to update"
+    } else {
+        "failed to insert"
+    }
+}
+
+type Query<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+
+/// Bind one row of a [`cas_sql`] statement.
+fn bind<'q>(q: Query<'q>, w: &Cas<'q>, version: &'q Version) -> Query<'q> {
+    let q = q
+        .bind(w.key)
+        .bind(w.value)
+        .bind(&version.0)
+        .bind(ttl_ms(w.ttl));
+    match w.expected {
+        Some(expected) => q.bind(&expected.0),
+        None => q,
+    }
+}
+
+/// One conditional write, on its own.
+async fn write_one<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
+    ex: E,
+    w: Cas<'_>,
+) -> Result<Option<Version>> {
+    static SQL: LazyLock<[String; 2]> = LazyLock::new(|| [cas_sql(false, 1), cas_sql(true, 1)]);
+    let version = new_version();
+    let won = bind(
+        sqlx::query(&SQL[usize::from(w.expected.is_some())]),
+        &w,
+        &version,
+    )
+    .fetch_optional(ex)
+    .await
+    .map_err(|e| db_err(cas_failed(w.expected.is_some()), e))?;
+    Ok(won.map(|_| version))
+}
+
+/// Writes of distinct keys as a few multi-row statements: the inserts, then the updates.
+async fn write_distinct(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    writes: &[Cas<'_>],
+) -> Result<Vec<Option<Version>>> {
+    let mut out: Vec<Option<Version>> = vec![None; writes.len()];
+    let (updates, inserts): (Vec<usize>, Vec<usize>) =
+        (0..writes.len()).partition(|&i| writes[i].expected.is_some());
+    for (update, of_kind) in [(false, inserts), (true, updates)] {
+        for chunk in of_kind.chunks(ROWS_PER_STATEMENT) {
+            let sql = cas_sql(update, chunk.len());
+            let versions: Vec<Version> = chunk.iter().map(|_| new_version()).collect();
+            let mut q = sqlx::query(&sql);
+            for (&i, version) in chunk.iter().zip(&versions) {
+                q = bind(q, &writes[i], version);
+            }
+            let won: std::collections::HashSet<String> = (q.fetch_all(&mut **tx).await)
+                .map_err(|e| db_err(cas_failed(update), e))?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            for (&i, version) in chunk.iter().zip(versions) {
+                if won.contains(writes[i].key) {
+                    out[i] = Some(version);
+                }
+            }
         }
     }
+    Ok(out)
 }
 
 #[async_trait]
@@ -274,7 +262,13 @@ impl CheckpointStore for SqliteStore {
         value: &[u8],
         ttl: Option<Duration>,
     ) -> Result<Option<Version>> {
-        insert(&self.pool, key, value, ttl).await
+        let w = Cas {
+            key,
+            value,
+            ttl,
+            expected: None,
+        };
+        write_one(&self.pool, w).await
     }
 
     async fn put_if_version(
@@ -284,7 +278,13 @@ impl CheckpointStore for SqliteStore {
         expected: &Version,
         ttl: Option<Duration>,
     ) -> Result<Option<Version>> {
-        update(&self.pool, key, value, expected, ttl).await
+        let w = Cas {
+            key,
+            value,
+            ttl,
+            expected: Some(expected),
+        };
+        write_one(&self.pool, w).await
     }
 
     async fn delete_if_version(&self, key: &str, expected: &Version) -> Result<bool> {
@@ -354,31 +354,22 @@ impl CheckpointStore for SqliteStore {
 
     async fn write_many(&self, writes: &[Write<'_>]) -> Result<Vec<Option<Version>>> {
         // One transaction: one disk sync for the lot. Each statement is a hand-off to the
-        // connection's thread, so writes of distinct keys go many to a statement; a key written
-        // twice is applied in order, one statement a write.
+        // connection's thread, so runs of writes to distinct keys go many to a statement (a key
+        // written again starts the next run: the writes of a key apply in order).
         let mut tx = self
             .pool
             .begin()
             .await
             .map_err(|e| db_err("failed to begin", e))?;
-        let mut keys = std::collections::HashSet::with_capacity(writes.len());
-        let out = if writes.iter().all(|w| keys.insert(w.key())) {
-            write_batched(&mut tx, writes).await?
-        } else {
-            let mut out = Vec::with_capacity(writes.len());
-            for w in writes {
-                out.push(match w {
-                    Write::Insert { key, value, ttl } => insert(&mut *tx, key, value, *ttl).await?,
-                    Write::Update {
-                        key,
-                        value,
-                        expected,
-                        ttl,
-                    } => update(&mut *tx, key, value, expected, *ttl).await?,
-                });
-            }
-            out
-        };
+        let writes: Vec<Cas<'_>> = writes.iter().map(Cas::from).collect();
+        let mut out = Vec::with_capacity(writes.len());
+        let mut rest = writes.as_slice();
+        while !rest.is_empty() {
+            let mut keys = std::collections::HashSet::new();
+            let run = rest.iter().take_while(|w| keys.insert(w.key)).count();
+            out.extend(write_distinct(&mut tx, &rest[..run]).await?);
+            rest = &rest[run..];
+        }
         tx.commit()
             .await
             .map_err(|e| db_err("failed to commit", e))?;

@@ -56,15 +56,6 @@ pub enum Write<'a> {
     },
 }
 
-impl Write<'_> {
-    /// The key written.
-    pub fn key(&self) -> &str {
-        match self {
-            Write::Insert { key, .. } | Write::Update { key, .. } => key,
-        }
-    }
-}
-
 /// A checkpoint table backend; see the crate doc.
 #[async_trait]
 pub trait CheckpointStore: Send + Sync + Debug {

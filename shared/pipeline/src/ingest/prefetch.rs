@@ -37,6 +37,13 @@ pub(crate) struct Candidate {
     pub(crate) change: ObjectChange,
 }
 
+impl Candidate {
+    /// The bytes its fetch holds (a candidate's size is known; see [`worth_reading_ahead`]).
+    fn size(&self) -> u64 {
+        self.change.size.unwrap_or(MAX_OBJECT_BYTES)
+    }
+}
+
 /// Whether the object `change` names is read ahead under `route` (see the module doc).
 pub(crate) fn worth_reading_ahead(
     change: &ObjectChange,
@@ -81,10 +88,8 @@ impl Prefetch {
         while self.waiting.front().is_some_and(|c| c.idx < idx) {
             self.waiting.pop_front();
         }
-        // Start it now if it was not yet: it is read next either way.
-        if self.running.is_empty() && self.waiting.front().is_some_and(|c| c.idx == idx) {
-            self.start_one();
-        }
+        // An empty window starts its first fetch whatever the size: this one, if it is next.
+        self.fill();
         let mine = match self.running.front() {
             Some((i, _, _)) if *i == idx => self.running.pop_front().map(|(_, _, f)| f),
             _ => None,
@@ -97,9 +102,8 @@ impl Prefetch {
     fn fill(&mut self) {
         loop {
             let held: u64 = self.running.iter().map(|(_, s, _)| s).sum();
-            let next = match self.waiting.front() {
-                Some(c) => c.change.size.unwrap_or(MAX_OBJECT_BYTES),
-                None => return,
+            let Some(next) = self.waiting.front().map(Candidate::size) else {
+                return;
             };
             if self.running.len() >= MAX_AHEAD
                 || (!self.running.is_empty() && held + next > MAX_AHEAD_BYTES)
@@ -114,7 +118,7 @@ impl Prefetch {
         let Some(c) = self.waiting.pop_front() else {
             return;
         };
-        let size = c.change.size.unwrap_or(MAX_OBJECT_BYTES);
+        let size = c.size();
         let fetch = tokio::spawn(async move { fetch_whole(&c.store, &c.change).await });
         self.running.push_back((c.idx, size, fetch));
     }

@@ -261,10 +261,9 @@ pub async fn read_records(
         let mut stats = ObjectStats::default();
         let read_ahead = early.is_some();
         let opened = match early {
-            Some(fetch) => match super::prefetch::fetched(fetch).await {
-                Ok(got) => with_format(got, store, change, route, from),
-                Err(e) => Err(e),
-            },
+            Some(fetch) => super::prefetch::fetched(fetch)
+                .await
+                .and_then(|got| with_format(got, store, change, route, from)),
             None => open_object(store, change, route, from).await,
         };
         let (got, format, compression) =

@@ -236,19 +236,20 @@ impl Pipeline {
     fn read_ahead(&self, changes: &[ObjectChange], claimed: &[Claimed]) -> Prefetch {
         let candidates = claimed
             .iter()
-            .filter_map(|c| {
-                let change = &changes[c.idx];
-                let route = self.router.config(c.route);
-                let wanted = route.mode == Mode::Records
+            .filter(|c| {
+                let (change, route) = (&changes[c.idx], self.router.config(c.route));
+                route.mode == Mode::Records
                     && !replaces_without_rows(route, change)
                     && self.too_large(change).is_none()
-                    && worth_reading_ahead(change, route, c.from(change).is_some());
+                    && worth_reading_ahead(change, route, c.from(change).is_some())
+            })
+            .filter_map(|c| {
+                let change = &changes[c.idx];
                 Some(Candidate {
                     idx: c.idx,
                     store: self.stores.store(change).ok()?,
                     change: change.clone(),
                 })
-                .filter(|_| wanted)
             })
             .collect();
         Prefetch::new(candidates)
@@ -424,7 +425,8 @@ impl Pipeline {
                 p(ProgressEvent::Reading { change, read });
             }
         };
-        let early = run.prefetch.take(idx).filter(|_| from.is_none());
+        // Appends are never read ahead (see `read_ahead`).
+        let early = run.prefetch.take(idx);
         let result = read_records(
             store,
             ChangeBytes {
