@@ -20,7 +20,7 @@ BIN_DIR = $(CARGO_TARGET_DIR)/$(if $(PACKAGE_TARGET),$(PACKAGE_TARGET)/,)release
 # Which ingest function deploy-fc deploys: ingest (OSS trigger) or ingest-mns (MNS topic trigger).
 FC_INGEST ?= ingest
 
-.PHONY: demo test soak simulate test-deps lint lint-templates build package package-fc package-lambda deploy-aws deploy-fc bench bench-functions clean-demo help
+.PHONY: demo test soak simulate test-deps lint lint-templates build functions package package-fc package-lambda deploy-aws deploy-fc bench bench-functions clean-demo help
 
 help:
 	@echo "make demo       build floe and run the demo (local folder -> local Iceberg warehouse in ./demo)"
@@ -56,6 +56,8 @@ $(FLOE_TOOLS)/bin/s3s-fs:
 lint: lint-templates
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	# The functions as packaged, each with only its own features (the workspace build unifies them).
+	@for f in $(FUNCTIONS); do cargo clippy -p floe-$$f -- -D warnings || exit 1; done
 
 # template.yaml through cfn-lint (with the SAM transform); s.yaml checked for FC 3.0's fields.
 lint-templates: $(FLOE_VENV)/.installed
@@ -81,13 +83,19 @@ soak: test-deps
 	cargo build --workspace --bins
 	FLOE_SOAK_KILLS=$(KILLS) FLOE_SOAK_PROCESSES=$(PROCESSES) cargo test -p floe --test soak -- --nocapture
 
-build:
-	cargo build --release --workspace --bins $(if $(PACKAGE_TARGET),--target $(PACKAGE_TARGET),)
+build: functions
+	cargo build --release -p floe $(if $(PACKAGE_TARGET),--target $(PACKAGE_TARGET),)
+
+# Each function is built on its own: built in one cargo run, their features would be unified and
+# every function would link what only one of them uses (the poll function's queue clients).
+functions:
+	@for f in $(FUNCTIONS); do \
+		cargo build --release -p floe-$$f $(if $(PACKAGE_TARGET),--target $(PACKAGE_TARGET),) || exit 1; \
+	done
 
 # One zip per function holding its binary renamed `bootstrap` (what Lambda's provided.al2023
 # and FC's custom runtime start).
-package:
-	cargo build --release $(foreach f,$(FUNCTIONS),-p floe-$(f)) $(if $(PACKAGE_TARGET),--target $(PACKAGE_TARGET),)
+package: functions
 	@for f in $(FUNCTIONS); do \
 		mkdir -p $(DIST)/$$f && rm -f $(DIST)/$$f/bootstrap.zip && \
 		cp $(BIN_DIR)/floe-$$f $(DIST)/$$f/bootstrap && chmod 755 $(DIST)/$$f/bootstrap && \

@@ -8,5 +8,9 @@ runs=${1:-20}
 root=$(cd "$(dirname "$0")/.." && pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/floe/target}
 
-(cd "$root" && cargo build --quiet --release -p floe-ingest -p floe-poll -p floe-commit -p floe-backfill)
+# One function per cargo run, as `make package` builds them: built together, their features
+# would be unified and each binary would carry the others' parts.
+for f in ingest poll commit backfill; do
+  (cd "$root" && cargo build --quiet --release -p "floe-$f")
+done
 python3 "$root/bench/functions_startup.py" --bin-dir "$CARGO_TARGET_DIR/release" --runs "$runs"

@@ -7,7 +7,7 @@ use floe_pipeline::{FloeConfig, Pipeline};
 fn main() -> std::process::ExitCode {
     floe_runtime::start("backfill", |_startup| async {
         let config = FloeConfig::from_env()?;
-        let pipeline = Pipeline::open(config).await?;
+        let pipeline = Pipeline::open_without_queue_clients(config).await?;
         Ok(floe_backfill::Deps::new(pipeline))
     })
 }

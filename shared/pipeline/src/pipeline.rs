@@ -14,10 +14,10 @@ use crate::config::{CheckpointConfig, DeadLetterConfig, FloeConfig, SourceConfig
 use crate::fault::Faults;
 use crate::ingest::route::Router;
 use crate::protocol::records::Owner;
-use crate::sources::CloudSource;
 use crate::sources::stores::{
     BucketStores, SingleStore, StoreResolver, open_object_store_checkpoint, open_s3,
 };
+use crate::sources::{CloudSource, QueueOpener};
 use crate::targets::commit::CommitReport;
 use crate::targets::staging::{StagingArea, StagingCatalog};
 use crate::targets::{Committer, TargetId};
@@ -84,6 +84,9 @@ pub struct PipelineBuilder {
     catalog: Option<Arc<dyn FloeCatalog>>,
     faults: Option<Faults>,
     progress: Option<Progress>,
+    /// How a configured queue's client is opened; None: never (see
+    /// [`Pipeline::open_without_queue_clients`]).
+    queues: Option<QueueOpener>,
 }
 
 impl PipelineBuilder {
@@ -128,7 +131,7 @@ impl PipelineBuilder {
                 },
             ) => open_object_store_checkpoint(*provider, bucket, prefix, store).await?,
         };
-        let (stores, dedupe_ttl, cloud) = open_source(&config, &checkpoint).await?;
+        let (stores, dedupe_ttl, cloud) = open_source(&config, &checkpoint, self.queues).await?;
         let dead_letters = open_dead_letters(&config.dead_letter).await?;
         let catalog: Arc<dyn FloeCatalog> = match self.catalog {
             Some(c) => c,
@@ -172,6 +175,7 @@ impl PipelineBuilder {
 async fn open_source(
     config: &FloeConfig,
     checkpoint: &Arc<dyn CheckpointStore>,
+    queues: Option<QueueOpener>,
 ) -> Result<(
     Arc<dyn StoreResolver>,
     Option<Duration>,
@@ -194,7 +198,7 @@ async fn open_source(
             let first = c.listing.as_ref().map(|l| l.bucket.as_str());
             let stores = BucketStores::open(c.provider, &c.store, first).await?;
             let ttl = Duration::from_secs(config.ingest.dedupe_ttl_hours * 3600);
-            let source = CloudSource::open(c, checkpoint.clone()).await?;
+            let source = CloudSource::open(c, checkpoint.clone(), queues).await?;
             (Arc::new(stores), Some(ttl), Some(Arc::new(source)))
         }
     })
@@ -317,14 +321,36 @@ impl Pipeline {
         Self::builder(config).build().await
     }
 
+    /// [`Pipeline::open`] for a function that never polls a queue (ingest, commit, backfill):
+    /// a queue in `config` (which such a function shares with the poll function) is read for
+    /// its name and options, but its client is never opened, nor linked into a binary that
+    /// opens its pipeline only this way, however cargo unified the crate's features.
+    pub async fn open_without_queue_clients(config: FloeConfig) -> Result<Self> {
+        PipelineBuilder {
+            queues: None,
+            ..Self::parts(config)
+        }
+        .build()
+        .await
+    }
+
     /// A builder for the pipeline of `config`, to replace some of its parts.
     pub fn builder(config: FloeConfig) -> PipelineBuilder {
+        PipelineBuilder {
+            queues: crate::sources::queue_clients(),
+            ..Self::parts(config)
+        }
+    }
+
+    /// Every part from the configuration, no queue client.
+    fn parts(config: FloeConfig) -> PipelineBuilder {
         PipelineBuilder {
             config,
             checkpoint: None,
             catalog: None,
             faults: None,
             progress: None,
+            queues: None,
         }
     }
 

@@ -3,8 +3,8 @@
 //!
 //! - [`QueueConsumer`] ([`consumer`]): receive, delete (per-message outcomes), extend
 //!   visibility; [`QueueMessage`] is what every queue hands out.
-//! - [`mns`]: the Alibaba MNS client and [`mns::MnsConsumer`].
-//! - [`sqs`]: [`sqs::SqsConsumer`] through `aws-sdk-sqs`.
+//! - `mns` (feature `mns`): the Alibaba MNS client and `mns::MnsConsumer`.
+//! - `sqs` (feature `sqs`): `sqs::SqsConsumer` through `aws-sdk-sqs`.
 //! - [`options`]: `batch-size`, `polling-wait-time`, `delete-max-retries`,
 //!   `scan.rate-limit.records-per-second`, `max-deliveries`, `visibility-extension`.
 //! - [`Poller`] ([`poller`]): a consumer with those options applied (poison detection, delete
@@ -22,10 +22,12 @@
 //! ```
 
 pub mod consumer;
+#[cfg(feature = "mns")]
 pub mod mns;
 pub mod options;
 pub mod poller;
 pub mod rate_limit;
+#[cfg(feature = "sqs")]
 pub mod sqs;
 pub mod startup;
 pub mod visibility;

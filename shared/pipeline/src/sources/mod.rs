@@ -47,11 +47,17 @@ pub mod stores;
 use std::sync::Arc;
 
 use floe_checkpoint::CheckpointStore;
-use floe_core::{Error, ObjectChange, Result, Secret};
+#[cfg(feature = "queue-clients")]
+use floe_core::Secret;
+use floe_core::{Error, ObjectChange, Result};
+#[cfg(feature = "queue-clients")]
 use floe_queue::mns::{MnsClient, MnsConfig, MnsConsumer};
+#[cfg(feature = "queue-clients")]
 use floe_queue::sqs::{SqsConfig, SqsConsumer};
 use floe_queue::{Poller, QueueConsumer, RateLimiter, StartupCursor};
+#[cfg(feature = "queue-clients")]
 use floe_signing::{CredentialSource, Credentials};
+use futures::future::BoxFuture;
 
 pub use backfill::{BackfillReport, PrefixProgress};
 pub use queue::PollReport;
@@ -78,53 +84,15 @@ impl CloudSource {
     pub async fn open(
         config: &CloudSourceConfig,
         checkpoint: Arc<dyn CheckpointStore>,
+        queues: Option<QueueOpener>,
     ) -> Result<Self> {
         let limiter = config
             .options
             .records_per_second
             .map(|r| Arc::new(RateLimiter::new(r)));
-        let consumer: Option<Arc<dyn QueueConsumer>> = match &config.queue {
-            None => None,
-            Some(QueueConfig::Mns {
-                endpoint,
-                queue,
-                access_key_id,
-                access_key_secret,
-                security_token,
-            }) => {
-                let credentials = mns_credentials(
-                    access_key_id.as_deref(),
-                    access_key_secret.as_ref(),
-                    security_token.as_ref(),
-                    |k| std::env::var(k).ok(),
-                )?;
-                let client = MnsClient::new(MnsConfig::new(endpoint, queue, credentials))
-                    .map_err(|e| source_option(e, "source"))?;
-                Some(Arc::new(MnsConsumer::new(client)))
-            }
-            Some(QueueConfig::Sqs {
-                queue_url,
-                endpoint,
-                region,
-                access_key_id,
-                access_key_secret,
-                security_token,
-            }) => {
-                let mut c = SqsConfig::new(queue_url);
-                if let Some(e) = endpoint {
-                    c = c.with_endpoint(e);
-                }
-                if let Some(r) = region {
-                    c = c.with_region(r);
-                }
-                if let (Some(id), Some(secret)) = (access_key_id, access_key_secret) {
-                    c = c.with_keys(id, secret.clone(), security_token.clone());
-                }
-                let consumer = SqsConsumer::new(c)
-                    .await
-                    .map_err(|e| source_option(e, "source"))?;
-                Some(Arc::new(consumer))
-            }
+        let consumer = match (&config.queue, queues) {
+            (Some(queue), Some(open)) => Some(open(queue).await?),
+            _ => None,
         };
         let poller = match consumer {
             None => None,
@@ -152,9 +120,75 @@ impl CloudSource {
     }
 }
 
+/// Opens the client of a configured queue; no request is sent.
+pub type QueueOpener = for<'a> fn(&'a QueueConfig) -> BoxFuture<'a, Result<Arc<dyn QueueConsumer>>>;
+
+/// The queue clients this crate was built with: MNS and SQS under the `queue-clients` feature,
+/// else none, and a configured queue is then never opened. A function that never polls opens
+/// its pipeline without them ([`Pipeline::open_without_queue_clients`](crate::Pipeline::open_without_queue_clients)),
+/// so they are not linked into it even when cargo turned the feature on for the whole workspace.
+pub fn queue_clients() -> Option<QueueOpener> {
+    #[cfg(feature = "queue-clients")]
+    {
+        Some(|queue| Box::pin(open_consumer(queue)))
+    }
+    #[cfg(not(feature = "queue-clients"))]
+    {
+        None
+    }
+}
+
+/// The queue's client, built without sending a request.
+#[cfg(feature = "queue-clients")]
+async fn open_consumer(queue: &QueueConfig) -> Result<Arc<dyn QueueConsumer>> {
+    Ok(match queue {
+        QueueConfig::Mns {
+            endpoint,
+            queue,
+            access_key_id,
+            access_key_secret,
+            security_token,
+        } => {
+            let credentials = mns_credentials(
+                access_key_id.as_deref(),
+                access_key_secret.as_ref(),
+                security_token.as_ref(),
+                |k| std::env::var(k).ok(),
+            )?;
+            let client = MnsClient::new(MnsConfig::new(endpoint, queue, credentials))
+                .map_err(|e| source_option(e, "source"))?;
+            Arc::new(MnsConsumer::new(client))
+        }
+        QueueConfig::Sqs {
+            queue_url,
+            endpoint,
+            region,
+            access_key_id,
+            access_key_secret,
+            security_token,
+        } => {
+            let mut c = SqsConfig::new(queue_url);
+            if let Some(e) = endpoint {
+                c = c.with_endpoint(e);
+            }
+            if let Some(r) = region {
+                c = c.with_region(r);
+            }
+            if let (Some(id), Some(secret)) = (access_key_id, access_key_secret) {
+                c = c.with_keys(id, secret.clone(), security_token.clone());
+            }
+            let consumer = SqsConsumer::new(c)
+                .await
+                .map_err(|e| source_option(e, "source"))?;
+            Arc::new(consumer)
+        }
+    })
+}
+
 /// MNS keys from the configuration (as they are), else the platform's: on Function Compute the
 /// latest invocation's keys, else the `ALIBABA_CLOUD_*` environment variables read now, else the
 /// rest of the Alibaba credential chain ([`floe_signing::alibaba`]).
+#[cfg(feature = "queue-clients")]
 fn mns_credentials(
     id: Option<&str>,
     secret: Option<&Secret>,
@@ -187,6 +221,7 @@ pub(crate) fn normalized(mut c: ObjectChange) -> ObjectChange {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "queue-clients")]
     #[test]
     fn mns_keys_come_from_the_config_then_the_environment() {
         let s = mns_credentials(Some("AK"), Some(&Secret::new("SK")), None, |_| None).unwrap();

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use floe_checkpoint::{StoreExt, now_ms};
 use floe_core::event::{ParseOptions, parse_payload};
-use floe_core::{Error, ObjectChange, Result};
+use floe_core::{Error, ErrorKind, ObjectChange, Result};
 use floe_queue::{Admit, DeleteOutcome, Phase, Polled, Poller, QueueFilter, QueueMessage};
 use serde::{Deserialize, Serialize};
 
@@ -135,10 +135,18 @@ impl Pipeline {
     pub async fn poll_queue(&self, deadline: Instant) -> Result<PollReport> {
         let src = self.cloud_source()?.clone();
         let Some(poller) = src.poller.as_ref() else {
-            return Err(Error::config(
-                "source.type",
-                "a bucket source (s3, oss) has no queue to poll; use mns or sqs",
-            ));
+            return Err(match src.config.queue {
+                None => Error::config(
+                    "source.type",
+                    "a bucket source (s3, oss) has no queue to poll; use mns or sqs",
+                ),
+                Some(_) => Error::new(
+                    ErrorKind::Unsupported,
+                    "this pipeline was opened without queue clients (a function that never \
+                     polls, or floe-pipeline built without `queue-clients`): the poll function \
+                     and the floe command poll queues",
+                ),
+            });
         };
         let mut report = PollReport::default();
         let decision = src.cursor.start(&src.config.startup, now_ms()).await?;
@@ -436,6 +444,53 @@ mod tests {
             enqueue_time_ms: 0,
             receive_count: 1,
         }
+    }
+
+    /// A queue source as the shipped templates give it to every function (keys fixed, nothing
+    /// listening: no request may be needed to open it).
+    const MNS_SOURCE: &str = r#"
+[source]
+type = "mns"
+endpoint = "http://127.0.0.1:9"
+region = "cn-hangzhou"
+queue-name = "oss-events"
+access-key-id = "AK"
+access-key-secret = "SK"
+oss-bucket = "landing"
+s3.endpoint = "http://127.0.0.1:9"
+
+[checkpoint]
+path = "checkpoint.db"
+
+[dead-letter]
+path = "dead-letter"
+
+[[routes]]
+table = "t.events"
+"#;
+
+    #[tokio::test]
+    async fn a_pipeline_opened_without_queue_clients_reads_the_queue_but_refuses_to_poll_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = || {
+            let raw = crate::config::parse(MNS_SOURCE, false).unwrap();
+            crate::config::FloeConfig::from_raw(raw, dir.path()).unwrap()
+        };
+        let lean = Pipeline::open_without_queue_clients(config())
+            .await
+            .unwrap();
+        let src = lean.cloud_source().unwrap();
+        assert_eq!(src.config.name, "mns-oss-events");
+        assert!(src.poller.is_none());
+        let e = lean
+            .poll_queue(Instant::now() + Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+        assert!(e.to_string().contains("without queue clients"), "{e}");
+        // The same configuration opened with them (this crate is tested with `queue-clients`).
+        let full = Pipeline::open(config()).await.unwrap();
+        assert!(full.cloud_source().unwrap().poller.is_some());
     }
 
     #[test]
