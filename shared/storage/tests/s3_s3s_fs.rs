@@ -310,3 +310,55 @@ async fn oss_requests_carry_the_latest_platform_token() {
         .unwrap();
     assert_eq!(front.token_refusals(), 0);
 }
+
+/// A streamed upload: a small object is one PUT, a large one a multipart upload whose parts
+/// are cut at the part size whatever the sizes of the writes, read back byte for byte; a
+/// failed part aborts the upload and leaves no object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_stream_in_parts_and_read_back_whole() {
+    let s = server().await;
+    let store = store(&s).await;
+    let mut small = store.upload("u/small.bin");
+    small.write(b"hello ").await.unwrap();
+    small.write(b"world").await.unwrap();
+    small.finish().await.unwrap();
+    let got = store.get("u/small.bin").await.unwrap();
+    assert_eq!(collect_body(got.body, 100).await.unwrap(), b"hello world");
+
+    // 5 MiB parts (S3's least), written in odd-sized pieces: 3 parts, the last one short.
+    const PART: usize = 5 << 20;
+    let body: Vec<u8> = (0..(2 * PART + 12_345)).map(pattern).collect();
+    let mut big = store.upload_in_parts_of("u/big.bin", PART);
+    for piece in body.chunks(777_777) {
+        big.write(piece).await.unwrap();
+    }
+    big.finish().await.unwrap();
+    let meta = store.head("u/big.bin").await.unwrap().unwrap();
+    assert_eq!(meta.size, body.len() as u64);
+    // A multipart object's ETag says how many parts it has (`<md5 of md5s>-<parts>`).
+    assert!(
+        meta.etag.as_deref().is_some_and(|e| e.ends_with("-3")),
+        "{meta:?}"
+    );
+    let got = store.get("u/big.bin").await.unwrap();
+    let back = collect_body(got.body, body.len()).await.unwrap();
+    assert!(
+        back == body,
+        "the object read back differs from what was written"
+    );
+
+    // A part the server refuses (keys it does not know): an error naming the object, and no
+    // object afterwards.
+    let mut wrong = config(&s, Provider::S3);
+    wrong.secret_access_key = Some(Secret::new("not-the-secret"));
+    wrong.max_attempts = 1;
+    let refused = S3Store::new(wrong).await.unwrap();
+    let mut upload = refused.upload_in_parts_of("u/refused.bin", PART);
+    let e = upload.write(&body[..PART]).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Auth, "{e:?}");
+    assert!(
+        e.to_string().contains("s3://floe-test/u/refused.bin"),
+        "{e}"
+    );
+    assert!(store.head("u/refused.bin").await.unwrap().is_none());
+}

@@ -4,6 +4,7 @@
 //! - `client`: building the SDK client (rustls on ring, retries, timeouts, checksums).
 //! - [`error`]: SDK failures as floe errors naming `s3://bucket/key` (or `oss://…`).
 //! - `store`: the [`ObjectStore`](crate::ObjectStore) calls.
+//! - [`upload`]: [`Upload`], an object written in parts as its bytes come.
 //!
 //! OSS goes through its S3-compatible endpoint with request checksum calculation and response
 //! checksum validation set to "when required": OSS rejects the newer default checksums. Its
@@ -20,9 +21,11 @@ mod client;
 pub mod config;
 pub mod error;
 mod store;
+pub mod upload;
 
 pub use config::{ChecksumPolicy, S3StoreConfig};
 pub use store::S3Store;
+pub use upload::Upload;
 
 /// Where a store built from `config` takes its keys (see [`S3StoreConfig`]), the environment
 /// read now; `None` means the AWS default chain.
