@@ -3,23 +3,21 @@
 //! | scheme | storage |
 //! |---|---|
 //! | `file` | iceberg's `LocalFsStorageFactory` |
-//! | `s3`, `s3a`, `s3n` | OpenDAL's S3 service (`iceberg-storage-opendal`) |
-//! | `oss` | the same S3 service, pointed at OSS's S3-compatible endpoint |
+//! | `s3`, `s3a`, `s3n` | floe's S3 client ([`S3StorageFactory`], `floe-storage` on aws-sdk-s3) |
+//! | `oss` | the same client, pointed at OSS's S3-compatible endpoint |
 //! | `memory` | iceberg's in-memory storage (tests) |
 //!
 //! `oss://bucket/key` is what OSS Tables hands out; the Kafka Connect seed forces Java's
-//! `S3FileIO` onto it, and floe does the same: OpenDAL's S3 service takes any scheme, so an
-//! `oss://bucket/key` path becomes a request for `key` in `bucket` at `s3.endpoint` (when that is
+//! `S3FileIO` onto it, and floe does the same: an `oss://bucket/key` path becomes an S3 API
+//! request for `key` in `bucket` at `s3.endpoint` (when that is
 //! not set, `https://oss-<client.region>.aliyuncs.com`). Path-style or virtual-host addressing
 //! follows `s3.path-style-access`, as for S3; an endpoint on an IP address or `localhost`
 //! defaults to path style (virtual hosts cannot exist there).
 //!
 //! Checksums: OSS refuses the flexible checksums newer AWS SDKs send by default, which is why the
 //! seed runs Java with `aws.requestChecksumCalculation=when_required` and
-//! `aws.responseChecksumValidation=when_required`. OpenDAL's S3 service already behaves that way:
-//! it sends an `x-amz-checksum-*` header only when its `checksum_algorithm` is set, which
-//! `iceberg-storage-opendal` never does, never uses `aws-chunked` trailing checksums, and never
-//! asks for response checksums (`x-amz-checksum-mode`). The `oss_file_io_*` tests check the
+//! `aws.responseChecksumValidation=when_required`; floe's client on `oss://` is configured the
+//! same way ([`floe_storage::ChecksumPolicy::WhenRequired`]). The `oss_file_io_*` tests check the
 //! requests on the wire.
 //!
 //! Table properties are merged from the catalog's FileIO properties, then the `config` a REST
@@ -32,7 +30,8 @@ use iceberg::io::{
     FileIO, FileIOBuilder, LocalFsStorageFactory, MemoryStorageFactory, StorageFactory,
 };
 use iceberg::{Error, ErrorKind, Result};
-use iceberg_storage_opendal::OpenDalStorageFactory;
+
+pub use super::s3_storage::S3StorageFactory;
 
 /// FileIO property: the S3 endpoint (iceberg's `s3.endpoint`).
 pub const S3_ENDPOINT: &str = "s3.endpoint";
@@ -64,9 +63,7 @@ pub fn table_file_io(location: &str, props: &HashMap<String, String>) -> Result<
     let factory: Arc<dyn StorageFactory> = match scheme.as_str() {
         "file" => Arc::new(LocalFsStorageFactory),
         "memory" => Arc::new(MemoryStorageFactory),
-        "s3" | "s3a" | "s3n" => Arc::new(OpenDalStorageFactory::S3 {
-            customized_credential_load: None,
-        }),
+        "s3" | "s3a" | "s3n" => Arc::new(S3StorageFactory { oss: false }),
         "oss" => {
             if !props.contains_key(S3_ENDPOINT) {
                 let region = props
@@ -86,9 +83,7 @@ pub fn table_file_io(location: &str, props: &HashMap<String, String>) -> Result<
                     format!("https://oss-{region}.aliyuncs.com"),
                 );
             }
-            Arc::new(OpenDalStorageFactory::S3 {
-                customized_credential_load: None,
-            })
+            Arc::new(S3StorageFactory { oss: true })
         }
         other => {
             return Err(Error::new(

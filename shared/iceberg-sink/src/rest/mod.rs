@@ -8,6 +8,7 @@
 //! - [`auth`]: none, bearer, OAuth2 client credentials (refreshed before expiry), SigV4;
 //! - [`catalog`]: [`RestCatalog`], the `iceberg::Catalog` implementation;
 //! - [`file_io`]: the tables' FileIO (`file://`, `s3://`, and `oss://` through S3);
+//! - [`s3_storage`]: that FileIO's storage for `s3://` and `oss://`, on floe's own S3 client;
 //! - [`error`]: HTTP answers as errors, and the commit-state-unknown marker
 //!   ([`is_commit_state_unknown`]) a committer checks before retrying.
 //!
@@ -19,6 +20,7 @@ pub(crate) mod client;
 pub mod config;
 pub mod error;
 pub mod file_io;
+pub mod s3_storage;
 
 pub use auth::{SigningClock, system_clock};
 pub use catalog::{RestCatalog, RestCatalogBuilder};
