@@ -29,6 +29,7 @@ help:
 	@echo "make soak       many floe instances killed at random on the stand-ins (KILLS=1000 PROCESSES=4; default 30 kills)"
 	@echo "make bench      run the benchmarks against the pyiceberg / pyodps baselines, and function start-up (not part of test)"
 	@echo "make build      release binaries (the floe command and the four functions)"
+	@echo "make functions  the four function binaries, each built on its own (only its own features)"
 	@echo "make package    one bootstrap.zip per function in $(DIST)/<function>/ (PACKAGE_TARGET=<triple> to cross-build)"
 	@echo "make deploy-aws build with sam (cargo-lambda) and deploy template.yaml: needs sam, cargo-lambda, AWS credentials"
 	@echo "make deploy-fc  package for FC (x86_64 musl) and deploy s.yaml: needs s (Serverless Devs), Alibaba Cloud credentials"

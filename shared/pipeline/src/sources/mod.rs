@@ -80,7 +80,8 @@ pub struct CloudSource {
 }
 
 impl CloudSource {
-    /// Open the source: build the queue client (no request is sent) and the cursor.
+    /// Open the source: the cursor, and the queue client when `queues` can open it (no request
+    /// is sent); without `queues` a configured queue is never opened.
     pub async fn open(
         config: &CloudSourceConfig,
         checkpoint: Arc<dyn CheckpointStore>,
