@@ -90,3 +90,31 @@ async fn files_are_written_streamed_read_by_range_and_deleted() {
         .unwrap_err();
     assert!(e.to_string().contains("oss://lake/x"), "{e}");
 }
+
+/// The FileIOs a catalog opens for its tables share one client per endpoint and keys: a table
+/// loaded again does not build a new client (nor open new connections).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalogs_file_ios_share_their_clients() {
+    let s = S3sFs::start().await.expect("start s3s-fs");
+    s.create_bucket(BUCKET).unwrap();
+    let file_ios = floe_iceberg::rest::TableFileIo::default();
+    for table in ["a", "b", "a"] {
+        let io = file_ios
+            .open(&format!("s3://lake/warehouse/{table}"), &props(&s))
+            .unwrap();
+        let path = format!("s3://lake/warehouse/{table}/metadata/v.json");
+        io.new_output(&path)
+            .unwrap()
+            .write(Bytes::from_static(b"{}"))
+            .await
+            .unwrap();
+        assert!(io.exists(&path).await.unwrap());
+    }
+    assert_eq!(file_ios.clients(), 1);
+    // Other keys (a catalog vending new ones for a load) are another client.
+    let mut vended = props(&s);
+    vended.insert("s3.session-token".into(), "next".into());
+    let io = file_ios.open("s3://lake/warehouse/a", &vended).unwrap();
+    let _ = io.exists("s3://lake/warehouse/a/metadata/v.json").await;
+    assert_eq!(file_ios.clients(), 2);
+}

@@ -29,7 +29,7 @@ use super::auth::{Authenticator, SigningClock, system_clock};
 use super::client::{HttpClient, default_http_client, encode_segment, parse_json};
 use super::config::RestCatalogConfig;
 use super::error::{Op, http_error, into_floe_error};
-use super::file_io::{merge_table_props, table_file_io};
+use super::file_io::{TableFileIo, merge_table_props};
 
 /// Builds a [`RestCatalog`] with a caller's HTTP client or signing clock.
 pub struct RestCatalogBuilder {
@@ -117,6 +117,7 @@ impl RestCatalogBuilder {
             prefix,
             props,
             table_props: Mutex::new(HashMap::new()),
+            file_ios: TableFileIo::default(),
         })
     }
 }
@@ -132,6 +133,8 @@ pub struct RestCatalog {
     /// Each loaded table's FileIO properties (catalog ones plus the server's table config), kept
     /// so a commit's answer gets the same FileIO as the load.
     table_props: Mutex<HashMap<TableIdent, HashMap<String, String>>>,
+    /// The tables' FileIOs, sharing their storage clients.
+    file_ios: TableFileIo,
 }
 
 impl std::fmt::Debug for RestCatalog {
@@ -296,7 +299,7 @@ impl RestCatalog {
         let mut builder = Table::builder()
             .identifier(ident.clone())
             .metadata(result.metadata)
-            .file_io(table_file_io(&location, &props)?)
+            .file_io(self.file_ios.open(&location, &props)?)
             .runtime(Runtime::try_current()?);
         if let Some(l) = result.metadata_location {
             builder = builder.metadata_location(l);

@@ -31,13 +31,13 @@ use iceberg::io::{
 };
 use iceberg::{Error, ErrorKind, Result};
 
-pub use super::s3_storage::S3StorageFactory;
+pub use super::s3_storage::{S3StorageFactory, StoreCache};
 
 /// FileIO property: the S3 endpoint (iceberg's `s3.endpoint`).
 pub const S3_ENDPOINT: &str = "s3.endpoint";
 
 /// FileIO property: path-style addressing (iceberg's `s3.path-style-access`).
-const S3_PATH_STYLE_ACCESS: &str = "s3.path-style-access";
+pub const S3_PATH_STYLE_ACCESS: &str = "s3.path-style-access";
 
 /// The scheme of a location (`s3` of `s3://b/k`), lowercased; `file` for a bare absolute path.
 fn scheme_of(location: &str) -> Result<String> {
@@ -56,14 +56,46 @@ fn scheme_of(location: &str) -> Result<String> {
     }
 }
 
-/// The FileIO for files under `location`, configured with `props` (see the module doc).
+/// The FileIO for files under `location`, configured with `props` (see the module doc), with
+/// a client of its own; a catalog opens its tables' FileIOs through its [`TableFileIo`].
 pub fn table_file_io(location: &str, props: &HashMap<String, String>) -> Result<FileIO> {
+    TableFileIo::default().open(location, props)
+}
+
+/// Opens the FileIOs of one catalog's tables: those on S3 or OSS share the clients they built
+/// ([`StoreCache`]), so a table loaded again (every commit pass loads its tables) reuses the
+/// connections of the last load.
+#[derive(Clone, Debug, Default)]
+pub struct TableFileIo {
+    stores: StoreCache,
+}
+
+impl TableFileIo {
+    /// The clients kept.
+    pub fn clients(&self) -> usize {
+        self.stores.len()
+    }
+
+    /// [`table_file_io`], reusing this catalog's clients.
+    pub fn open(&self, location: &str, props: &HashMap<String, String>) -> Result<FileIO> {
+        open_file_io(location, props, &self.stores)
+    }
+}
+
+fn open_file_io(
+    location: &str,
+    props: &HashMap<String, String>,
+    stores: &StoreCache,
+) -> Result<FileIO> {
     let scheme = scheme_of(location)?;
     let mut props = props.clone();
     let factory: Arc<dyn StorageFactory> = match scheme.as_str() {
         "file" => Arc::new(LocalFsStorageFactory),
         "memory" => Arc::new(MemoryStorageFactory),
-        "s3" | "s3a" | "s3n" => Arc::new(S3StorageFactory { oss: false }),
+        "s3" | "s3a" | "s3n" => Arc::new(S3StorageFactory {
+            oss: false,
+            stores: stores.clone(),
+        }),
         "oss" => {
             if !props.contains_key(S3_ENDPOINT) {
                 let region = props
@@ -78,12 +110,12 @@ pub fn table_file_io(location: &str, props: &HashMap<String, String>) -> Result<
                             ),
                         )
                     })?;
-                props.insert(
-                    S3_ENDPOINT.to_owned(),
-                    format!("https://oss-{region}.aliyuncs.com"),
-                );
+                props.insert(S3_ENDPOINT.to_owned(), oss_endpoint(region));
             }
-            Arc::new(S3StorageFactory { oss: true })
+            Arc::new(S3StorageFactory {
+                oss: true,
+                stores: stores.clone(),
+            })
         }
         other => {
             return Err(Error::new(
@@ -95,13 +127,23 @@ pub fn table_file_io(location: &str, props: &HashMap<String, String>) -> Result<
     // Virtual-host addressing cannot work on an IP address or `localhost` (there is no
     // `bucket.127.0.0.1`): such an endpoint means path style unless the properties say otherwise,
     // as the AWS SDKs' S3 endpoint rules decide for IP endpoints.
-    if let Some(host) = props.get(S3_ENDPOINT).map(|e| endpoint_host(e))
+    if props.get(S3_ENDPOINT).is_some_and(|e| is_local_endpoint(e))
         && !props.contains_key(S3_PATH_STYLE_ACCESS)
-        && (host == "localhost" || host.parse::<std::net::IpAddr>().is_ok())
     {
         props.insert(S3_PATH_STYLE_ACCESS.to_owned(), "true".to_owned());
     }
     Ok(FileIOBuilder::new(factory).with_props(props).build())
+}
+
+/// OSS's S3-compatible endpoint in `region`.
+pub fn oss_endpoint(region: &str) -> String {
+    format!("https://oss-{region}.aliyuncs.com")
+}
+
+/// Whether `endpoint` is on an IP address or `localhost`, where buckets cannot be virtual hosts.
+pub fn is_local_endpoint(endpoint: &str) -> bool {
+    let host = endpoint_host(endpoint);
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok()
 }
 
 /// The host of an endpoint URL (`127.0.0.1` of `http://127.0.0.1:9000/`, `::1` of `http://[::1]:9000`).

@@ -26,4 +26,4 @@ pub use auth::{SigningClock, system_clock};
 pub use catalog::{RestCatalog, RestCatalogBuilder};
 pub use config::{AuthConfig, RestCatalogConfig};
 pub use error::{CommitStateUnknown, into_floe_error, is_commit_state_unknown};
-pub use file_io::{merge_table_props, table_file_io};
+pub use file_io::{TableFileIo, merge_table_props, table_file_io};

@@ -40,14 +40,80 @@ use iceberg::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 
+use super::file_io::{S3_ENDPOINT, S3_PATH_STYLE_ACCESS, is_local_endpoint, oss_endpoint};
+
 /// Deletes in flight at once (orphan removal, a dropped table's files).
 const DELETE_CONCURRENCY: usize = 16;
 
+/// Most clients a [`StoreCache`] keeps (vended keys change from load to load; the oldest go).
+const CACHED_CLIENTS: usize = 8;
+
+/// The clients the FileIOs of one catalog have built, by endpoint, region, addressing and keys:
+/// the FileIO of every table load (each commit pass loads its tables) reuses the client, so its
+/// connections, instead of building a new one. Kept per catalog, not per process: a client's
+/// pooled connections belong to the tokio runtime that opened them.
+#[derive(Clone, Default)]
+pub struct StoreCache(Arc<std::sync::Mutex<Vec<(String, S3Store)>>>);
+
+impl StoreCache {
+    /// How many clients are kept.
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |c| c.len())
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn get(&self, key: &str) -> Option<S3Store> {
+        let clients = self.0.lock().ok()?;
+        clients
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, s)| s.clone())
+    }
+
+    fn put(&self, key: String, store: S3Store) {
+        if let Ok(mut clients) = self.0.lock() {
+            if clients.len() >= CACHED_CLIENTS {
+                clients.remove(0);
+            }
+            clients.push((key, store));
+        }
+    }
+}
+
+impl fmt::Debug for StoreCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreCache({} clients)", self.len())
+    }
+}
+
+/// What tells two clients apart: everything of the configuration but the bucket (a client
+/// serves every bucket of its endpoint). Holds the keys: kept in memory, never printed.
+fn client_key(c: &S3StoreConfig) -> String {
+    let secret = |s: &Option<floe_core::Secret>| s.as_ref().map(|s| s.expose().to_owned());
+    format!(
+        "{:?}|{:?}|{:?}|{}|{:?}|{:?}|{:?}",
+        c.provider,
+        c.endpoint,
+        c.region,
+        c.path_style,
+        c.access_key_id,
+        secret(&c.secret_access_key),
+        secret(&c.session_token)
+    )
+}
+
 /// Builds an [`S3Storage`] from a FileIO's properties.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct S3StorageFactory {
     /// `oss://` locations (Alibaba OSS through its S3-compatible API) rather than S3's.
     pub oss: bool,
+    /// The clients to reuse (a deserialized factory starts with none).
+    #[serde(skip)]
+    pub stores: StoreCache,
 }
 
 #[typetag::serde]
@@ -58,7 +124,10 @@ impl StorageFactory for S3StorageFactory {
             props: config.props().clone(),
         };
         spec.store_config("bucket")?;
-        Ok(Arc::new(S3Storage::from(spec)))
+        Ok(Arc::new(S3Storage {
+            stores: self.stores.clone(),
+            ..S3Storage::from(spec)
+        }))
     }
 }
 
@@ -70,58 +139,66 @@ struct Spec {
 }
 
 impl Spec {
-    fn prop(&self, key: &str) -> Option<&str> {
-        self.props
-            .get(key)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    }
-
-    /// The store configuration for `bucket`, or an error naming the property that is wrong.
+    /// The store configuration for `bucket` ([`store_config`]).
     fn store_config(&self, bucket: &str) -> Result<S3StoreConfig> {
-        if let Some(key) = self.props.keys().find(|k| {
-            k.starts_with("s3.sse.")
-                || k.starts_with("s3.assume-role.")
-                || (k.as_str() == "s3.allow-anonymous" && self.prop(k) == Some("true"))
-        }) {
-            return Err(Error::new(
-                ErrorKind::FeatureUnsupported,
-                format!("FileIO property `{key}` is not supported by floe's s3 storage"),
+        store_config(self.oss, bucket, &self.props).map_err(|e| to_iceberg(e, "configure"))
+    }
+}
+
+/// The store configuration for `bucket` from FileIO properties (see the module doc), or an
+/// error naming the property that is wrong. An `oss://` location with no `s3.endpoint` gets
+/// OSS's regional endpoint, and an endpoint on an IP address or `localhost` path style unless
+/// the properties say otherwise, as [`table_file_io`](super::file_io::table_file_io) decides.
+/// Orphan removal reaches a table's bucket through the same mapping.
+pub fn store_config(
+    oss: bool,
+    bucket: &str,
+    props: &HashMap<String, String>,
+) -> floe_core::Result<S3StoreConfig> {
+    let prop = |k: &str| props.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    if let Some(key) = props.keys().find(|k| {
+        k.starts_with("s3.sse.")
+            || k.starts_with("s3.assume-role.")
+            || (k.as_str() == "s3.allow-anonymous" && prop(k) == Some("true"))
+    }) {
+        return Err(floe_core::Error::new(
+            floe_core::ErrorKind::Unsupported,
+            format!("FileIO property `{key}` is not supported by floe's s3 storage"),
+        ));
+    }
+    let provider = if oss { Provider::Oss } else { Provider::S3 };
+    let region = (prop("s3.region").or_else(|| prop("client.region"))).map(str::to_owned);
+    let endpoint = match (prop(S3_ENDPOINT), &region) {
+        (Some(e), _) => Some(e.to_owned()),
+        (None, Some(r)) if oss => Some(oss_endpoint(r)),
+        (None, None) if oss => {
+            return Err(floe_core::Error::config(
+                S3_ENDPOINT,
+                "an oss:// table location needs s3.endpoint (or client.region)",
             ));
         }
-        let provider = if self.oss {
-            Provider::Oss
-        } else {
-            Provider::S3
-        };
-        let mut c = S3StoreConfig::new(provider, bucket);
-        c.endpoint = self.prop("s3.endpoint").map(str::to_owned);
-        c.region = (self
-            .prop("s3.region")
-            .or_else(|| self.prop("client.region")))
-        .map(str::to_owned)
-        .or_else(|| c.endpoint.as_ref().map(|_| "us-east-1".to_owned()));
-        c.path_style = match self.prop("s3.path-style-access") {
-            None => false,
-            Some(v) if v.eq_ignore_ascii_case("true") => true,
-            Some(v) if v.eq_ignore_ascii_case("false") => false,
-            Some(v) => {
-                return Err(Error::new(
-                    ErrorKind::DataInvalid,
-                    format!("FileIO property `s3.path-style-access` is `{v}`: true or false"),
-                ));
-            }
-        };
-        if let (Some(id), Some(secret)) = (
-            self.prop("s3.access-key-id"),
-            self.prop("s3.secret-access-key"),
-        ) {
-            let token = self.prop("s3.session-token").map(floe_core::Secret::new);
-            c = c.with_keys(id, secret, token);
+        (None, _) => None,
+    };
+    let mut c = S3StoreConfig::new(provider, bucket);
+    c.path_style = match prop(S3_PATH_STYLE_ACCESS) {
+        None => endpoint.as_deref().is_some_and(is_local_endpoint),
+        Some(v) if v.eq_ignore_ascii_case("true") => true,
+        Some(v) if v.eq_ignore_ascii_case("false") => false,
+        Some(v) => {
+            return Err(floe_core::Error::config(
+                S3_PATH_STYLE_ACCESS,
+                format!("FileIO property `{S3_PATH_STYLE_ACCESS}` is `{v}`: true or false"),
+            ));
         }
-        c.validate().map_err(|e| to_iceberg(e, "configure"))?;
-        Ok(c)
+    };
+    c.region = region.or_else(|| endpoint.as_ref().map(|_| "us-east-1".to_owned()));
+    c.endpoint = endpoint;
+    if let (Some(id), Some(secret)) = (prop("s3.access-key-id"), prop("s3.secret-access-key")) {
+        let token = prop("s3.session-token").map(floe_core::Secret::new);
+        c = c.with_keys(id, secret, token);
     }
+    c.validate()?;
+    Ok(c)
 }
 
 /// Iceberg file IO on S3 or OSS; see the module doc. Clones share one client.
@@ -131,6 +208,8 @@ pub struct S3Storage {
     spec: Arc<Spec>,
     /// The client, built on first use (building it may read the credential chain).
     store: Arc<OnceCell<S3Store>>,
+    /// Where the client is looked up before one is built.
+    stores: StoreCache,
 }
 
 impl From<Spec> for S3Storage {
@@ -138,6 +217,7 @@ impl From<Spec> for S3Storage {
         S3Storage {
             spec: Arc::new(spec),
             store: Arc::default(),
+            stores: StoreCache::default(),
         }
     }
 }
@@ -185,9 +265,15 @@ impl S3Storage {
             .store
             .get_or_try_init(|| async {
                 let config = self.spec.store_config(bucket)?;
-                S3Store::new(config)
+                let key = client_key(&config);
+                if let Some(store) = self.stores.get(&key) {
+                    return Ok::<_, Error>(store);
+                }
+                let store = S3Store::new(config)
                     .await
-                    .map_err(|e| to_iceberg(e, "open the store of"))
+                    .map_err(|e| to_iceberg(e, "open the store of"))?;
+                self.stores.put(key, store.clone());
+                Ok(store)
             })
             .await?;
         let store = if base.bucket() == bucket {
@@ -423,7 +509,7 @@ mod tests {
         }
         let oss = Spec {
             oss: true,
-            ..spec(&[("client.region", "cn-hangzhou")])
+            ..spec(&[])
         };
         let e = oss.store_config("b").unwrap_err();
         assert!(e.to_string().contains("endpoint"), "{e}");

@@ -41,7 +41,7 @@ use serde_json::Value;
 use super::client::S3TablesClient;
 use super::config::S3TablesConfig;
 use super::error::{Meaning, to_iceberg};
-use crate::rest::file_io::table_file_io;
+use crate::rest::file_io::{TableFileIo, table_file_io};
 
 /// What GetTable says about a table.
 #[derive(Deserialize)]
@@ -67,6 +67,8 @@ pub struct S3TablesCatalog {
     client: S3TablesClient,
     warehouse: String,
     file_io_props: HashMap<String, String>,
+    /// The tables' FileIOs, sharing their storage clients.
+    file_ios: TableFileIo,
     /// `s3tables.managed-maintenance`.
     managed_maintenance: bool,
     bases: Mutex<HashMap<TableIdent, Base>>,
@@ -183,6 +185,7 @@ impl S3TablesCatalog {
             client,
             warehouse,
             file_io_props: config.file_io_props,
+            file_ios: TableFileIo::default(),
             managed_maintenance: config.managed_maintenance,
             bases: Mutex::new(HashMap::new()),
         })
@@ -221,7 +224,7 @@ impl S3TablesCatalog {
                 format!("table {ident} has no iceberg metadata yet (create it again to finish)"),
             )
         })?;
-        let io = table_file_io(&location, &self.file_io_props)?;
+        let io = self.file_ios.open(&location, &self.file_io_props)?;
         let metadata = TableMetadata::read_from(&io, &location).await?;
         let base = Base {
             version_token: state.version_token,
@@ -233,7 +236,9 @@ impl S3TablesCatalog {
     }
 
     fn table(&self, ident: &TableIdent, base: &Base) -> Result<Table> {
-        let io = table_file_io(base.metadata.location(), &self.file_io_props)?;
+        let io = self
+            .file_ios
+            .open(base.metadata.location(), &self.file_io_props)?;
         Table::builder()
             .identifier(ident.clone())
             .metadata(base.metadata.clone())
@@ -512,7 +517,9 @@ impl crate::FloeCatalog for S3TablesCatalog {
         }
         let metadata = builder.build()?.metadata;
         let location = next_metadata_location(&base.metadata_location, &metadata)?;
-        let io = table_file_io(metadata.location(), &self.file_io_props)?;
+        let io = self
+            .file_ios
+            .open(metadata.location(), &self.file_io_props)?;
         metadata.write_to(&io, &location).await?;
         let location = location.to_string();
 

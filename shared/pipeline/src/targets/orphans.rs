@@ -160,46 +160,14 @@ impl Location {
     }
 }
 
-/// The object-store configuration for `bucket` from FileIO properties (iceberg's names),
-/// through the stores' own builder: an `oss://` location with no `s3.endpoint` gets OSS's
-/// regional endpoint, and an endpoint on an IP address or `localhost` path style unless the
-/// properties say otherwise, as the table's FileIO decides.
+/// The object-store configuration for `bucket` from FileIO properties (iceberg's names): the
+/// mapping the table's own FileIO uses ([`floe_iceberg::rest::s3_storage::store_config`]).
 fn store_config(
     provider: Provider,
     bucket: &str,
     props: &HashMap<String, String>,
 ) -> Result<S3StoreConfig> {
-    let get = |k: &str| props.get(k).filter(|v| !v.is_empty()).cloned();
-    let region = get("s3.region").or_else(|| get("client.region"));
-    let endpoint = match (get("s3.endpoint"), provider, &region) {
-        (Some(e), _, _) => Some(e),
-        (None, Provider::Oss, Some(r)) => Some(format!("https://oss-{r}.aliyuncs.com")),
-        (None, Provider::Oss, None) => {
-            return Err(Error::config(
-                "s3.endpoint",
-                "an oss:// table location needs s3.endpoint",
-            ));
-        }
-        (None, _, _) => None,
-    };
-    let local = endpoint.as_deref().is_some_and(|e| {
-        let host = floe_iceberg::rest::file_io::endpoint_host(e);
-        host == "localhost" || host.parse::<std::net::IpAddr>().is_ok()
-    });
-    let settings = crate::config::StoreSettings {
-        path_style: match get("s3.path-style-access") {
-            Some(v) => matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"),
-            None => local,
-        },
-        endpoint,
-        region,
-        access_key_id: get("s3.access-key-id"),
-        secret_access_key: get("s3.secret-access-key").map(floe_core::Secret::new),
-        session_token: get("s3.session-token").map(floe_core::Secret::new),
-    };
-    Ok(crate::sources::stores::store_config(
-        provider, bucket, &settings,
-    ))
+    floe_iceberg::rest::s3_storage::store_config(provider == Provider::Oss, bucket, props)
 }
 
 /// Every file under `root`, recursively (a missing folder has none).

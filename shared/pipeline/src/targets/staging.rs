@@ -64,6 +64,8 @@ pub struct StagingArea {
     props: HashMap<String, String>,
     /// Where the keys come from (a bucket location), fetched at every table load.
     credentials: Option<CredentialSource>,
+    /// The staging tables' FileIOs, sharing their storage clients.
+    file_ios: floe_iceberg::rest::TableFileIo,
 }
 
 impl fmt::Debug for StagingArea {
@@ -127,6 +129,7 @@ impl StagingArea {
             root,
             props,
             credentials,
+            file_ios: Default::default(),
         })
     }
 
@@ -136,6 +139,7 @@ impl StagingArea {
             root: format!("file://{}", folder.display()),
             props: HashMap::new(),
             credentials: None,
+            file_ios: Default::default(),
         }
     }
 
@@ -175,7 +179,7 @@ impl StagingArea {
                 props.insert(S3_SESSION_TOKEN.into(), t.expose().to_owned());
             }
         }
-        floe_iceberg::rest::table_file_io(&self.root, &props)
+        self.file_ios.open(&self.root, &props)
     }
 }
 
