@@ -20,7 +20,7 @@ BIN_DIR = $(CARGO_TARGET_DIR)/$(if $(PACKAGE_TARGET),$(PACKAGE_TARGET)/,)release
 # Which ingest function deploy-fc deploys: ingest (OSS trigger) or ingest-mns (MNS topic trigger).
 FC_INGEST ?= ingest
 
-.PHONY: demo test soak simulate test-deps lint lint-templates build functions package package-fc package-lambda deploy-aws deploy-fc bench bench-functions clean-demo help
+.PHONY: demo test soak simulate test-deps lint lint-templates build functions package package-fc package-lambda deploy-aws deploy-fc bench bench-functions bench-load clean-demo help
 
 help:
 	@echo "make demo       build floe and run the demo (local folder -> local Iceberg warehouse in ./demo)"
@@ -34,6 +34,7 @@ help:
 	@echo "make deploy-aws build with sam (cargo-lambda) and deploy template.yaml: needs sam, cargo-lambda, AWS credentials"
 	@echo "make deploy-fc  package for FC (x86_64 musl) and deploy s.yaml: needs s (Serverless Devs), Alibaba Cloud credentials"
 	@echo "make bench-functions  start-up time and stripped size of each function binary"
+	@echo "make bench-load       the ingest and commit functions under load, against pyiceberg run the same way"
 
 demo:
 	cargo run -p floe -- demo
@@ -142,6 +143,14 @@ bench: test-deps
 	bench/tunnel_encode.sh
 	cargo run --quiet --release -p floe-maxcompute --example tunnel_formats
 	bench/functions.sh
+	$(MAKE) bench-load
+
+# The deployed ingest and commit functions under load (FC and Lambda, the shipped templates'
+# configuration) against pyiceberg run the same way: once as the stand-ins answer, once with a
+# region's round trip added to every store and catalog request.
+bench-load: test-deps functions
+	cargo bench -p floe-testbed --bench functions_load -- --bin-dir $(CARGO_TARGET_DIR)/release
+	cargo bench -p floe-testbed --bench functions_load -- --bin-dir $(CARGO_TARGET_DIR)/release --events 500 --store-rtt-ms 10
 
 # Process start to first response of each function binary (Lambda and FC), and stripped sizes.
 bench-functions:

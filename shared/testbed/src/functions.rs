@@ -227,6 +227,30 @@ impl FunctionProcess {
         self.process.log_tail()
     }
 
+    /// The CPU time the process has used so far (user and system, from `/proc/<pid>/stat`, in
+    /// clock ticks of 10 ms as Linux reports them); `None` where there is no such file.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.process.child.id())).ok()?;
+        // Fields after the parenthesised name: state is the 3rd field, utime the 14th.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(Duration::from_millis(ticks * 10))
+    }
+
+    /// The process's peak resident memory so far (`VmHWM` of `/proc/<pid>/status`), in KiB;
+    /// `None` where there is no such file or the process has exited.
+    pub fn peak_rss_kb(&self) -> Option<u64> {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.process.child.id())).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
     /// One request to the FC server.
     pub fn fc(
         &self,

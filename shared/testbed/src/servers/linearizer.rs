@@ -64,6 +64,13 @@ struct Shared {
     refused: AtomicU64,
     required_token: std::sync::Mutex<Option<String>>,
     token_refused: AtomicU64,
+    /// Requests passed to the server, by [`request_kind`].
+    served: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Time the server took for them (the turn held), in microseconds.
+    busy_us: AtomicU64,
+    /// A network round trip added to every request before it queues for the server, in
+    /// microseconds (see [`Linearizer::set_round_trip`]).
+    round_trip_us: AtomicU64,
 }
 
 /// What a SigV4 gate accepts, and the bearer token it passes on in place of the signature.
@@ -229,6 +236,9 @@ impl Linearizer {
             refused: AtomicU64::new(0),
             required_token: std::sync::Mutex::new(None),
             token_refused: AtomicU64::new(0),
+            served: std::sync::Mutex::new(Default::default()),
+            busy_us: AtomicU64::new(0),
+            round_trip_us: AtomicU64::new(0),
         });
         let app = Router::new().fallback(forward).with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -274,6 +284,29 @@ impl Linearizer {
         }
     }
 
+    /// Requests passed to the server so far, by kind (method and folder: `PUT
+    /// /floe-state/floe/checkpoint/obj`, `GET /floe-src/load`), and the time the server took for them
+    /// (one at a time, so this is time the clients waited on the server itself).
+    pub fn served(&self) -> (std::collections::BTreeMap<String, u64>, std::time::Duration) {
+        (
+            self.shared
+                .served
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            std::time::Duration::from_micros(self.shared.busy_us.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// Delay every request by `rtt` before it queues for the server, as the network between a
+    /// function and its region's store would: requests in flight at once wait out their round
+    /// trips together, while the server behind still takes them one at a time.
+    pub fn set_round_trip(&self, rtt: std::time::Duration) {
+        self.shared
+            .round_trip_us
+            .store(rtt.as_micros() as u64, Ordering::Relaxed);
+    }
+
     /// `http://127.0.0.1:<port>`: give this to clients instead of the server's endpoint.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
@@ -283,6 +316,25 @@ impl Linearizer {
 impl Drop for Linearizer {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// A request's method and folder: the path without its last segment, at most four segments
+/// (bucket and three folders), and the names of its query parameters.
+fn request_kind(method: &axum::http::Method, uri: &axum::http::Uri) -> String {
+    let segments: Vec<&str> = uri.path().trim_start_matches('/').split('/').collect();
+    let folder = segments[..segments.len().saturating_sub(1).clamp(1, 4)].join("/");
+    let query: Vec<&str> = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|q| !q.is_empty())
+        .map(|q| q.split('=').next().unwrap_or(q))
+        .collect();
+    if query.is_empty() {
+        format!("{method} /{folder}")
+    } else {
+        format!("{method} /{folder}?{}", query.join("&"))
     }
 }
 
@@ -360,7 +412,18 @@ async fn forward_one(shared: &Shared, req: Request) -> Result<Response> {
     if let Some(gate) = &shared.gate {
         out = out.bearer_auth(&gate.bearer);
     }
+    let rtt = shared.round_trip_us.load(Ordering::Relaxed);
+    if rtt > 0 {
+        tokio::time::sleep(std::time::Duration::from_micros(rtt)).await;
+    }
     let _turn = shared.turn.lock().await;
+    let started = std::time::Instant::now();
+    *shared
+        .served
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(request_kind(&parts.method, &parts.uri))
+        .or_default() += 1;
     let resp = out
         .body(body)
         .send()
@@ -372,6 +435,9 @@ async fn forward_one(shared: &Shared, req: Request) -> Result<Response> {
         .bytes()
         .await
         .map_err(|e| Error::new(ErrorKind::Io, "upstream body failed").with_source(e))?;
+    shared
+        .busy_us
+        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
     drop(_turn);
     let mut builder = Response::builder().status(status);
     for (name, value) in &headers {
