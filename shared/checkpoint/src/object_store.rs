@@ -44,15 +44,19 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use floe_core::{Error, ErrorKind, Result};
 use floe_storage::{ObjectStore, PutMode, collect_body};
+use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
-use crate::store::{CheckpointStore, Entry, Version, now_ms};
+use crate::store::{CheckpointStore, Entry, Version, Write, now_ms};
 
 /// Largest entry object read back, in bytes.
 const MAX_ENTRY_BYTES: usize = 16 << 20;
 /// GETs in flight at once during `scan` and `purge_expired`.
 const SCAN_PARALLELISM: usize = 8;
+/// Requests in flight at once for `get_many` and `write_many`: a batch's claims and marks go
+/// out together (each is its own round trip to the store).
+const MANY_PARALLELISM: usize = 16;
 /// Rounds of `put_if_absent` when the object keeps changing under it.
 const MAX_INSERT_ROUNDS: usize = 8;
 
@@ -120,6 +124,12 @@ fn escape(key: &str) -> String {
     out
 }
 
+fn write_key<'a>(w: &Write<'a>) -> &'a str {
+    match w {
+        Write::Insert { key, .. } | Write::Update { key, .. } => key,
+    }
+}
+
 fn expiry(ttl: Option<Duration>) -> Option<i64> {
     ttl.map(|t| now_ms().saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX / 2)))
 }
@@ -151,6 +161,19 @@ impl ObjectStoreCheckpoint {
         serde_json::to_vec(&stored)
             .map(Bytes::from)
             .map_err(|e| Error::unexpected("failed to encode a checkpoint entry").with_source(e))
+    }
+
+    /// One write of a `write_many`.
+    fn write_one<'a>(&'a self, w: &'a Write<'a>) -> BoxFuture<'a, Result<Option<Version>>> {
+        match w {
+            Write::Insert { key, value, ttl } => self.put_if_absent(key, value, *ttl),
+            Write::Update {
+                key,
+                value,
+                expected,
+                ttl,
+            } => self.put_if_version(key, value, expected, *ttl),
+        }
     }
 
     /// GET and decode the object of `name`; `None` when there is none.
@@ -338,6 +361,35 @@ impl CheckpointStore for ObjectStoreCheckpoint {
             .is_some())
     }
 
+    /// The GETs in flight together (in the order asked).
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Entry>>> {
+        let reads: Vec<BoxFuture<'_, Result<Option<Entry>>>> =
+            keys.iter().map(|k| self.get(k)).collect();
+        futures::stream::iter(reads)
+            .buffered(MANY_PARALLELISM)
+            .try_collect()
+            .await
+    }
+
+    /// The conditional PUTs in flight together when every write names its own key (each is
+    /// judged on its own either way); a key named twice keeps the writes in order, one after
+    /// another. On an error the writes still in flight may or may not land, as a write whose
+    /// answer was lost: callers treat an error as an unknown outcome of every write.
+    async fn write_many(&self, writes: &[Write<'_>]) -> Result<Vec<Option<Version>>> {
+        let distinct: std::collections::HashSet<&str> = writes.iter().map(write_key).collect();
+        let parallelism = if distinct.len() == writes.len() {
+            MANY_PARALLELISM
+        } else {
+            1
+        };
+        let puts: Vec<BoxFuture<'_, Result<Option<Version>>>> =
+            writes.iter().map(|w| self.write_one(w)).collect();
+        futures::stream::iter(puts)
+            .buffered(parallelism)
+            .try_collect()
+            .await
+    }
+
     async fn scan(&self, prefix: &str) -> Result<Vec<Entry>> {
         let now = now_ms();
         let mut out = Vec::new();
@@ -381,6 +433,123 @@ impl CheckpointStore for ObjectStoreCheckpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use floe_core::Provider;
+    use floe_storage::{GetResult, ListPage, LocalStore, ObjectMeta};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A local store whose GETs and PUTs each take a round trip, counting how many were in
+    /// flight at once.
+    #[derive(Debug)]
+    struct Distant {
+        inner: LocalStore,
+        now: AtomicUsize,
+        most: AtomicUsize,
+    }
+
+    impl Distant {
+        async fn trip<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+            let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(n, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let out = f.await;
+            self.now.fetch_sub(1, Ordering::SeqCst);
+            out
+        }
+    }
+
+    #[async_trait]
+    impl ObjectStore for Distant {
+        fn provider(&self) -> Provider {
+            self.inner.provider()
+        }
+        fn bucket(&self) -> &str {
+            self.inner.bucket()
+        }
+        fn url(&self, key: &str) -> String {
+            self.inner.url(key)
+        }
+        async fn list(&self, prefix: &str, token: Option<&str>, max: usize) -> Result<ListPage> {
+            self.inner.list(prefix, token, max).await
+        }
+        async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
+            self.inner.head(key).await
+        }
+        async fn get(&self, key: &str) -> Result<GetResult> {
+            self.trip(self.inner.get(key)).await
+        }
+        async fn get_range(&self, key: &str, start: u64, end: u64) -> Result<Bytes> {
+            self.inner.get_range(key, start, end).await
+        }
+        async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<Option<String>> {
+            self.trip(self.inner.put(key, body, mode)).await
+        }
+        async fn delete(&self, key: &str) -> Result<()> {
+            self.inner.delete(key).await
+        }
+        async fn delete_if_match(&self, key: &str, etag: &str) -> Result<bool> {
+            self.inner.delete_if_match(key, etag).await
+        }
+    }
+
+    /// Over a real network every request is a round trip: a batch's claims and marks (ten
+    /// independent keys) go out together, not one after another; writes naming the same key
+    /// twice keep their order.
+    #[tokio::test]
+    async fn many_reads_and_writes_of_distinct_keys_are_in_flight_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let distant = Arc::new(Distant {
+            inner: LocalStore::new(dir.path(), "state").unwrap(),
+            now: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+        });
+        let table = ObjectStoreCheckpoint::new(distant.clone(), "floe/checkpoint/");
+        let keys: Vec<String> = (0..10).map(|i| format!("obj/{i}")).collect();
+        let writes: Vec<Write<'_>> = (keys.iter())
+            .map(|k| Write::Insert {
+                key: k,
+                value: k.as_bytes().to_vec(),
+                ttl: None,
+            })
+            .collect();
+        let won = table.write_many(&writes).await.unwrap();
+        assert!(won.iter().all(Option::is_some), "{won:?}");
+        assert!(
+            distant.most.swap(0, Ordering::SeqCst) >= 8,
+            "the ten inserts went one after another"
+        );
+        let got = table.get_many(&keys).await.unwrap();
+        let values: Vec<Vec<u8>> = got.into_iter().map(|e| e.unwrap().value).collect();
+        assert_eq!(
+            values,
+            keys.iter()
+                .map(|k| k.as_bytes().to_vec())
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            distant.most.swap(0, Ordering::SeqCst) >= 8,
+            "the ten reads went one after another"
+        );
+
+        // The same key twice: the second insert sees the first.
+        let twice = [
+            Write::Insert {
+                key: "obj/x",
+                value: b"1".to_vec(),
+                ttl: None,
+            },
+            Write::Insert {
+                key: "obj/x",
+                value: b"2".to_vec(),
+                ttl: None,
+            },
+        ];
+        let won = table.write_many(&twice).await.unwrap();
+        assert_eq!(
+            won.iter().map(Option::is_some).collect::<Vec<_>>(),
+            [true, false]
+        );
+        assert_eq!(table.get("obj/x").await.unwrap().unwrap().value, b"1");
+    }
 
     #[test]
     fn escaped_names_are_flat_and_keep_prefixes() {
