@@ -24,10 +24,12 @@ enum Judged {
 }
 
 impl Pipeline {
-    /// Claim the routed changes for the batch: one read and one transaction for everything
-    /// uncontended; an object claimed by another batch, or a lost race, takes the one-object
-    /// path. The claimed come back in the order given (the first object of a new table shapes
-    /// its schema).
+    /// Claim the routed changes for the batch. First a create-if-absent of every object's
+    /// record, all together: an object never seen (the common case) is claimed by that alone,
+    /// with no read of a record that is not there (on an object store each read is a round
+    /// trip). The rest are read and judged together, and written in one more round; an object
+    /// claimed by another batch, or a lost race, takes the one-object path. The claimed come
+    /// back in the order given (the first object of a new table shapes its schema).
     pub(super) async fn claim_all(
         &self,
         run: &mut Run<'_>,
@@ -38,10 +40,38 @@ impl Pipeline {
             .iter()
             .map(|(i, _)| obj_key(&run.changes[*i].bucket, &run.changes[*i].key))
             .collect();
-        let existing = self.checkpoint.get_many(&keys).await?;
+        let claimed_by_me = || ObjState::Claimed {
+            batch: run.batch.clone(),
+        };
+        let mut values = Vec::with_capacity(routed.len());
+        for (i, _) in routed {
+            let mine = claim_record(&run.changes[*i], claimed_by_me(), None);
+            values.push((encode(&mine)?, self.record_ttl(&mine)));
+        }
+        let creates: Vec<Write<'_>> = (keys.iter().zip(values))
+            .map(|(key, (value, ttl))| Write::Insert { key, value, ttl })
+            .collect();
+        let created = self.checkpoint.write_many(&creates).await?;
+        drop(creates);
+        let mut seen = Vec::new();
+        for (j, version) in created.into_iter().enumerate() {
+            match version {
+                Some(version) => {
+                    claimed.push(claimed_as(&routed[j], keys[j].clone(), version, None))
+                }
+                None => seen.push(j),
+            }
+        }
+        if seen.is_empty() {
+            claimed.sort_by_key(|c| c.idx);
+            return Ok(claimed);
+        }
+
+        let seen_keys: Vec<String> = seen.iter().map(|j| keys[*j].clone()).collect();
+        let existing = self.checkpoint.get_many(&seen_keys).await?;
         let mut fast: Vec<(usize, Option<(ObjRecord, Version)>)> = Vec::new();
         let mut slow = Vec::new();
-        for (j, entry) in existing.into_iter().enumerate() {
+        for (j, entry) in seen.into_iter().zip(existing) {
             let i = routed[j].0;
             let rec = match entry {
                 None => None,
@@ -63,10 +93,7 @@ impl Pipeline {
         let mut values = Vec::with_capacity(fast.len());
         for (j, prev) in &fast {
             let change = &run.changes[routed[*j].0];
-            let state = ObjState::Claimed {
-                batch: run.batch.clone(),
-            };
-            let mine = claim_record(change, state, prev.as_ref().map(|(r, _)| r));
+            let mine = claim_record(change, claimed_by_me(), prev.as_ref().map(|(r, _)| r));
             values.push((encode(&mine)?, self.record_ttl(&mine)));
         }
         let writes: Vec<Write<'_>> = fast
@@ -91,34 +118,19 @@ impl Pipeline {
         for ((j, prev), result) in fast.into_iter().zip(results) {
             match result {
                 Some(version) => {
-                    let (i, r) = &routed[j];
-                    claimed.push(Claimed {
-                        idx: *i,
-                        key: keys[j].clone(),
-                        version,
-                        prev,
-                        route: r.route,
-                        table: r.table.clone(),
-                        maxcompute: r.maxcompute.clone(),
-                    });
+                    claimed.push(claimed_as(&routed[j], keys[j].clone(), version, prev))
                 }
                 None => slow.push(j),
             }
         }
         slow.sort_unstable();
         for j in slow {
-            let (i, r) = &routed[j];
-            match self.claim(&run.changes[*i], &run.batch).await {
-                Ok(Ok((key, version, prev))) => claimed.push(Claimed {
-                    idx: *i,
-                    key,
-                    version,
-                    prev,
-                    route: r.route,
-                    table: r.table.clone(),
-                    maxcompute: r.maxcompute.clone(),
-                }),
-                Ok(Err(outcome)) => run.outcomes[*i] = Some(outcome),
+            let i = routed[j].0;
+            match self.claim(&run.changes[i], &run.batch).await {
+                Ok(Ok((key, version, prev))) => {
+                    claimed.push(claimed_as(&routed[j], key, version, prev))
+                }
+                Ok(Err(outcome)) => run.outcomes[i] = Some(outcome),
                 // A claim write whose answer was lost may have landed: the object's record
                 // would name this batch while the batch went on without it, and staging would
                 // make it look landed. End the batch; its claims are taken over once it is
@@ -299,6 +311,24 @@ impl Pipeline {
 
 /// The record of `change` in `state`; an append's notes where it lands from, given the record
 /// before (see [`crate::protocol::claim::append_start`]).
+/// The claim of a routed change: its record `key` at `version`, over `prev`.
+fn claimed_as(
+    (idx, r): &(usize, Routed),
+    key: String,
+    version: Version,
+    prev: Option<(ObjRecord, Version)>,
+) -> Claimed {
+    Claimed {
+        idx: *idx,
+        key,
+        version,
+        prev,
+        route: r.route,
+        table: r.table.clone(),
+        maxcompute: r.maxcompute.clone(),
+    }
+}
+
 pub(super) fn claim_record(
     change: &ObjectChange,
     state: ObjState,
@@ -309,4 +339,100 @@ pub(super) fn claim_record(
         rec.from = Some(append_start(prev));
     }
     rec
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use floe_checkpoint::{CheckpointStore, Entry, ObjectStoreCheckpoint, Version};
+    use floe_core::Result;
+    use floe_storage::LocalStore;
+
+    use crate::config::{FloeConfig, parse};
+    use crate::crash_points::{CONFIG, local_catalog, write_bucket};
+    use crate::pipeline::Pipeline;
+
+    /// A checkpoint table counting the reads of object records.
+    #[derive(Debug)]
+    struct CountingReads {
+        inner: ObjectStoreCheckpoint,
+        obj_reads: AtomicU64,
+    }
+
+    #[async_trait]
+    impl CheckpointStore for CountingReads {
+        async fn get(&self, key: &str) -> Result<Option<Entry>> {
+            if key.starts_with("obj/") {
+                self.obj_reads.fetch_add(1, Ordering::Relaxed);
+            }
+            self.inner.get(key).await
+        }
+        async fn put_if_absent(
+            &self,
+            key: &str,
+            value: &[u8],
+            ttl: Option<Duration>,
+        ) -> Result<Option<Version>> {
+            self.inner.put_if_absent(key, value, ttl).await
+        }
+        async fn put_if_version(
+            &self,
+            key: &str,
+            value: &[u8],
+            expected: &Version,
+            ttl: Option<Duration>,
+        ) -> Result<Option<Version>> {
+            self.inner.put_if_version(key, value, expected, ttl).await
+        }
+        async fn delete_if_version(&self, key: &str, expected: &Version) -> Result<bool> {
+            self.inner.delete_if_version(key, expected).await
+        }
+        async fn scan(&self, prefix: &str) -> Result<Vec<Entry>> {
+            self.inner.scan(prefix).await
+        }
+        async fn purge_expired(&self, prefix: &str) -> Result<u64> {
+            self.inner.purge_expired(prefix).await
+        }
+    }
+
+    /// On an object store every checkpoint request is a round trip: an object never seen is
+    /// claimed by a create-if-absent alone (no read of a record that is not there); a new
+    /// version of an object seen before is read, judged and claimed over the old record.
+    #[tokio::test]
+    async fn objects_never_seen_are_claimed_without_reading_their_records() {
+        let dir = tempfile::tempdir().unwrap();
+        write_bucket(dir.path());
+        let catalog = local_catalog(dir.path()).await;
+        let state = LocalStore::new(dir.path().join("state"), "state").unwrap();
+        let store = Arc::new(CountingReads {
+            inner: ObjectStoreCheckpoint::new(Arc::new(state), "floe/checkpoint/"),
+            obj_reads: AtomicU64::new(0),
+        });
+        let config = FloeConfig::from_raw(parse(CONFIG, false).unwrap(), dir.path()).unwrap();
+        let p = Pipeline::builder(config)
+            .catalog(catalog)
+            .checkpoint(store.clone())
+            .build()
+            .await
+            .unwrap();
+        let first = p.run_once(false).await.unwrap();
+        assert_eq!(first.rows(), 9, "{first:?}");
+        assert_eq!(store.obj_reads.load(Ordering::Relaxed), 0);
+
+        // New versions of the three: their records are there, so each is read, judged newer
+        // and claimed over the old record.
+        for o in ["a.ndjson", "b.ndjson", "c.ndjson"] {
+            let path = dir.path().join("bucket").join(o);
+            let mut text = std::fs::read(&path).unwrap();
+            text.extend_from_slice(b"{\"id\":100}\n");
+            std::fs::write(&path, text).unwrap();
+        }
+        let again = p.run_once(false).await.unwrap();
+        assert_eq!(again.rows(), 12, "{again:?}");
+        assert_eq!(store.obj_reads.load(Ordering::Relaxed), 3);
+    }
 }
