@@ -143,6 +143,18 @@ pub trait StoreExt: CheckpointStore {
         }
     }
 
+    /// `get_many` and decode each entry found.
+    async fn get_many_json<T: DeserializeOwned + Send>(
+        &self,
+        keys: &[String],
+    ) -> Result<Vec<Option<(T, Version)>>> {
+        let found = self.get_many(keys).await?;
+        found
+            .into_iter()
+            .map(|e| e.map(|e| Ok((decode(&e)?, e.version))).transpose())
+            .collect()
+    }
+
     /// Encode and `put_if_absent`.
     async fn insert_json<T: Serialize + Sync>(
         &self,

@@ -31,6 +31,8 @@ pub mod passes;
 pub mod pipeline;
 pub mod protocol;
 pub mod replay;
+#[cfg(test)]
+mod round_trips;
 pub mod sources;
 pub mod targets;
 

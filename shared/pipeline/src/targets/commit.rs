@@ -10,6 +10,7 @@ use floe_checkpoint::{CheckpointStore, StoreExt, Version, now_ms};
 use floe_core::{Error, ErrorKind, Result};
 use floe_iceberg::FloeCatalog;
 use floe_storage::ObjectStore;
+use futures::{StreamExt, TryStreamExt};
 
 use super::iceberg::IcebergTarget;
 use super::maxcompute::{MaxComputeTarget, MaxComputeTargets};
@@ -27,6 +28,8 @@ use crate::targets::id::TargetId;
 
 /// The checkpoint key whose expiry paces the scheduled purge.
 const PURGE_MARKER: &str = "purge/last";
+/// Batches of a commit marked at once (each mark is a round trip or two to the store).
+const MARK_PARALLELISM: usize = 16;
 
 /// How often the committers purge dead checkpoint entries.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
@@ -396,20 +399,16 @@ impl Committer<'_> {
         // batch records read next say what is already in the target.
         self.renew_lease(true).await?;
         let mut batches = Vec::new();
-        for id in &rec.batches {
-            if let Some((b, v)) = self
-                .checkpoint
-                .get_json::<BatchRecord>(&batch_key(id))
-                .await?
-            {
-                if commit::committed_elsewhere(&b, &target, &rec.id) {
-                    // Another commit holds this batch's files (one that ran out of its lease
-                    // planned it too): never append them twice.
-                    tracing::warn!(target = %target, commit_id = %rec.id, batch = %b.id, "batch already committed by another commit; left out");
-                    continue;
-                }
-                batches.push((b, v));
+        let keys: Vec<String> = rec.batches.iter().map(|id| batch_key(id)).collect();
+        let found = self.checkpoint.get_many_json::<BatchRecord>(&keys).await?;
+        for (b, v) in found.into_iter().flatten() {
+            if commit::committed_elsewhere(&b, &target, &rec.id) {
+                // Another commit holds this batch's files (one that ran out of its lease
+                // planned it too): never append them twice.
+                tracing::warn!(target = %target, commit_id = %rec.id, batch = %b.id, "batch already committed by another commit; left out");
+                continue;
             }
+            batches.push((b, v));
         }
         let files: usize = batches
             .iter()
@@ -455,47 +454,15 @@ impl Committer<'_> {
         self.faults.hit("commit.after-settle").await;
         handler.cleanup(self, &target, &batches).await;
 
-        // Mark the batches; a batch every target has committed becomes a done record.
-        let ttl = Some(Duration::from_secs(
-            self.config.ingest.dedupe_ttl_hours * 3600,
-        ));
-        for (mut b, mut v) in batches {
-            loop {
-                let id = b.id.clone();
-                let written = match commit::mark(b, &target, &rec.id, now_ms()) {
-                    Mark::Finish(done) => {
-                        let _ = self
-                            .checkpoint
-                            .insert_json(&done_key(&id), &done, ttl)
-                            .await?;
-                        self.checkpoint
-                            .delete_if_version(&batch_key(&id), &v)
-                            .await?
-                    }
-                    Mark::Update(marked) => self
-                        .checkpoint
-                        .update_json(&batch_key(&id), &marked, &v, None)
-                        .await?
-                        .is_some(),
-                };
-                if written {
-                    break;
-                }
-                // Another target's committer changed the batch meanwhile: reload and retry.
-                match self
-                    .checkpoint
-                    .get_json::<BatchRecord>(&batch_key(&id))
-                    .await?
-                {
-                    Some((fresh, fv)) => {
-                        b = fresh;
-                        v = fv;
-                    }
-                    None => break,
-                }
-            }
-            self.faults.hit("commit.after-batches").await;
-        }
+        // Mark the batches, all at once (each is its own record); a batch every target has
+        // committed becomes a done record.
+        let marks: Vec<_> = (batches.into_iter())
+            .map(|(b, v)| self.mark_batch(b, v, &target, &rec.id))
+            .collect();
+        futures::stream::iter(marks)
+            .buffer_unordered(MARK_PARALLELISM)
+            .try_collect::<()>()
+            .await?;
         self.checkpoint.delete_if_version(key, &version).await?;
         tracing::info!(target = %target, commit_id = %rec.id, batches = rec.batches.len(), files, rows, bad_rows, snapshot_id = rec.snapshot_id, "commit finished");
         Ok(TargetCommit {
@@ -508,6 +475,56 @@ impl Committer<'_> {
             snapshot_id: rec.snapshot_id,
             recovered,
         })
+    }
+
+    /// Mark batch `b` (read at `v`) committed to `target` by commit `commit_id`; when every
+    /// target has it, write its done record and delete it.
+    async fn mark_batch(
+        &self,
+        mut b: BatchRecord,
+        mut v: Version,
+        target: &TargetId,
+        commit_id: &str,
+    ) -> Result<()> {
+        let ttl = Some(Duration::from_secs(
+            self.config.ingest.dedupe_ttl_hours * 3600,
+        ));
+        loop {
+            let id = b.id.clone();
+            let written = match commit::mark(b, target, commit_id, now_ms()) {
+                Mark::Finish(done) => {
+                    let _ = self
+                        .checkpoint
+                        .insert_json(&done_key(&id), &done, ttl)
+                        .await?;
+                    self.checkpoint
+                        .delete_if_version(&batch_key(&id), &v)
+                        .await?
+                }
+                Mark::Update(marked) => self
+                    .checkpoint
+                    .update_json(&batch_key(&id), &marked, &v, None)
+                    .await?
+                    .is_some(),
+            };
+            if written {
+                break;
+            }
+            // Another target's committer changed the batch meanwhile: reload and retry.
+            match self
+                .checkpoint
+                .get_json::<BatchRecord>(&batch_key(&id))
+                .await?
+            {
+                Some((fresh, fv)) => {
+                    b = fresh;
+                    v = fv;
+                }
+                None => break,
+            }
+        }
+        self.faults.hit("commit.after-batches").await;
+        Ok(())
     }
 
     /// Staged work waiting per target: (batches, files, rows).

@@ -320,10 +320,18 @@ impl Drop for Linearizer {
 }
 
 /// A request's method and folder: the path without its last segment, at most four segments
-/// (bucket and three folders), and the names of its query parameters.
+/// (bucket and three folders), the kind of a checkpoint entry (`obj`, `batch`, …), and the
+/// names of its query parameters.
 fn request_kind(method: &axum::http::Method, uri: &axum::http::Uri) -> String {
     let segments: Vec<&str> = uri.path().trim_start_matches('/').split('/').collect();
-    let folder = segments[..segments.len().saturating_sub(1).clamp(1, 4)].join("/");
+    let mut folder = segments[..segments.len().saturating_sub(1).clamp(1, 4)].join("/");
+    // floe's checkpoint objects are flat names with escaped slashes (`obj%2F…`): their kind.
+    // (`%252F` once the client has escaped the `%` in the URL.)
+    if let Some((kind, _)) =
+        (segments.last()).and_then(|s| s.split_once("%252F").or_else(|| s.split_once("%2F")))
+    {
+        folder = format!("{folder}/{kind}");
+    }
     let query: Vec<&str> = uri
         .query()
         .unwrap_or_default()
