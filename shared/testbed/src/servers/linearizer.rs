@@ -71,6 +71,9 @@ struct Shared {
     /// A network round trip added to every request before it queues for the server, in
     /// microseconds (see [`Linearizer::set_round_trip`]).
     round_trip_us: AtomicU64,
+    /// One request at a time per object instead of overall (see [`Linearizer::set_per_key`]).
+    per_key: std::sync::atomic::AtomicBool,
+    key_turns: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// What a SigV4 gate accepts, and the bearer token it passes on in place of the signature.
@@ -239,6 +242,8 @@ impl Linearizer {
             served: std::sync::Mutex::new(Default::default()),
             busy_us: AtomicU64::new(0),
             round_trip_us: AtomicU64::new(0),
+            per_key: std::sync::atomic::AtomicBool::new(false),
+            key_turns: std::sync::Mutex::new(Default::default()),
         });
         let app = Router::new().fallback(forward).with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -305,6 +310,14 @@ impl Linearizer {
         self.shared
             .round_trip_us
             .store(rtt.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Take requests one at a time per object (path) rather than one at a time overall: each
+    /// key stays atomic, as S3 and OSS guarantee, while requests on different keys reach the
+    /// server together, as they do a real store. For measuring clients that send requests at
+    /// once; the tests keep the default (everything in one order).
+    pub fn set_per_key(&self, on: bool) {
+        self.shared.per_key.store(on, Ordering::Relaxed);
     }
 
     /// `http://127.0.0.1:<port>`: give this to clients instead of the server's endpoint.
@@ -424,7 +437,16 @@ async fn forward_one(shared: &Shared, req: Request) -> Result<Response> {
     if rtt > 0 {
         tokio::time::sleep(std::time::Duration::from_micros(rtt)).await;
     }
-    let _turn = shared.turn.lock().await;
+    let key_turn = shared.per_key.load(Ordering::Relaxed).then(|| {
+        (shared.key_turns.lock().unwrap_or_else(|p| p.into_inner()))
+            .entry(parts.uri.path().to_owned())
+            .or_default()
+            .clone()
+    });
+    let _turn = match &key_turn {
+        Some(turn) => (None, Some(turn.lock().await)),
+        None => (Some(shared.turn.lock().await), None),
+    };
     let started = std::time::Instant::now();
     *shared
         .served
