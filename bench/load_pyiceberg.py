@@ -20,8 +20,8 @@ import pyarrow.json as pj
 from pyarrow import fs
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError
-from pyiceberg.schema import Schema
-from pyiceberg.types import BooleanType, DoubleType, LongType, NestedField, StringType, TimestamptzType
+
+from bench_schema import ARROW_SCHEMA as arrow_schema, SCHEMA as schema
 
 p = argparse.ArgumentParser()
 p.add_argument("--rest", required=True)
@@ -44,26 +44,6 @@ s3 = fs.S3FileSystem(
     force_virtual_addressing=False,
 )
 catalog = RestCatalog("baseline", uri=a.rest, token=a.token, prefix=a.prefix)
-arrow_schema = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("ts", pa.timestamp("us", tz="UTC")),
-        pa.field("user", pa.string()),
-        pa.field("level", pa.string()),
-        pa.field("amount", pa.float64()),
-        pa.field("ok", pa.bool_()),
-        pa.field("message", pa.string()),
-    ]
-)
-schema = Schema(
-    NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "ts", TimestamptzType(), required=False),
-    NestedField(3, "user", StringType(), required=False),
-    NestedField(4, "level", StringType(), required=False),
-    NestedField(5, "amount", DoubleType(), required=False),
-    NestedField(6, "ok", BooleanType(), required=False),
-    NestedField(7, "message", StringType(), required=False),
-)
 ns = a.table.split(".", 1)[0]
 try:
     catalog.create_namespace(ns)

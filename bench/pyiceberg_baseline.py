@@ -15,8 +15,7 @@ t0 = time.monotonic()
 import pyarrow as pa  # noqa: E402
 import pyarrow.json as pj  # noqa: E402
 from pyiceberg.catalog.sql import SqlCatalog  # noqa: E402
-from pyiceberg.schema import Schema  # noqa: E402
-from pyiceberg.types import BooleanType, DoubleType, LongType, NestedField, StringType, TimestamptzType  # noqa: E402
+from bench_schema import ARROW_SCHEMA as arrow_schema, SCHEMA as schema  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--warehouse", required=True)
@@ -31,26 +30,6 @@ catalog = SqlCatalog(
     warehouse=f"file://{os.path.abspath(a.warehouse)}",
 )
 ns, name = a.table.split(".", 1)
-schema = Schema(
-    NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "ts", TimestamptzType(), required=False),
-    NestedField(3, "user", StringType(), required=False),
-    NestedField(4, "level", StringType(), required=False),
-    NestedField(5, "amount", DoubleType(), required=False),
-    NestedField(6, "ok", BooleanType(), required=False),
-    NestedField(7, "message", StringType(), required=False),
-)
-arrow_schema = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("ts", pa.timestamp("us", tz="UTC")),
-        pa.field("user", pa.string()),
-        pa.field("level", pa.string()),
-        pa.field("amount", pa.float64()),
-        pa.field("ok", pa.bool_()),
-        pa.field("message", pa.string()),
-    ]
-)
 try:
     catalog.create_namespace(ns)
 except Exception:
