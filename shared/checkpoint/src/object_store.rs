@@ -56,7 +56,7 @@ const MAX_ENTRY_BYTES: usize = 16 << 20;
 const SCAN_PARALLELISM: usize = 8;
 /// Requests in flight at once for `get_many` and `write_many`: a batch's claims and marks go
 /// out together (each is its own round trip to the store).
-const MANY_PARALLELISM: usize = 16;
+const MANY_PARALLELISM: usize = 32;
 /// Rounds of `put_if_absent` when the object keeps changing under it.
 const MAX_INSERT_ROUNDS: usize = 8;
 
