@@ -494,7 +494,6 @@ struct Leg {
     freshness: Vec<f64>,
     bytes: u64,
     peak_kb: Vec<(String, u64)>,
-    wall: Duration,
     /// Where the time went, printed under the row.
     notes: Vec<String>,
 }
@@ -690,7 +689,6 @@ async fn floe_leg(a: &Args, platform: &str) -> Result<Leg> {
         ..Leg::default()
     };
     let mut put_at = vec![0.0; a.events];
-    let start = Instant::now();
     for first in (0..a.events).step_by(a.batch) {
         let batch = put_batch(
             &stand.source,
@@ -708,7 +706,6 @@ async fn floe_leg(a: &Args, platform: &str) -> Result<Leg> {
     leg.commits = timer
         .await
         .map_err(|e| Error::unexpected(format!("commit timer: {e}")))??;
-    leg.wall = start.elapsed();
     leg.freshness = freshness(&put_at, &watcher.first_seen()?)?;
     let n = leg.latencies.len().max(1) as f64;
     let mut cpu = Vec::new();
@@ -818,7 +815,6 @@ async fn pyiceberg_leg(a: &Args) -> Result<Leg> {
         ..Leg::default()
     };
     let mut put_at = vec![0.0; a.events];
-    let start = Instant::now();
     for first in (0..a.events).step_by(a.batch) {
         let range = first..(first + a.batch).min(a.events);
         let batch = put_batch(&stand.source, &objects, range.clone(), &mut put_at).await?;
@@ -833,7 +829,6 @@ async fn pyiceberg_leg(a: &Args) -> Result<Leg> {
         }
         leg.freshness.extend(range.map(|k| visible - put_at[k]));
     }
-    leg.wall = start.elapsed();
     leg.peak_kb.push(("python".to_owned(), py.finish()?));
     Ok(leg)
 }
