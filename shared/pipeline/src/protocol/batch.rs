@@ -7,7 +7,7 @@
 //!               └─ heartbeat stale, or its process gone ──▶ Abandoned (by a taker)
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::records::{BatchRecord, BatchState, DoneRecord, Owner, TargetFiles};
@@ -110,6 +110,23 @@ pub fn stage(
     Staging::Stage(record)
 }
 
+/// The files that live batches name, for any target: what orphan removal must keep although no
+/// table names them yet. A staged batch's files are what a commit will add; a running batch
+/// names none until it stages (the age below which orphan removal keeps every file covers
+/// those); an abandoned batch can no longer stage, so its files are orphans once old enough.
+pub fn named_files<'a>(batches: impl IntoIterator<Item = &'a BatchRecord>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for b in batches {
+        if b.state == BatchState::Abandoned {
+            continue;
+        }
+        for files in b.targets.values() {
+            out.extend(files.files.iter().map(|f| f.path.clone()));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -164,6 +181,31 @@ pub(crate) mod tests {
         let rec = open("b1", &owner(), 1_000);
         assert!(!heartbeat_due(&rec, 1_025, 100));
         assert!(heartbeat_due(&rec, 1_026, 100));
+    }
+
+    #[test]
+    fn live_batches_name_their_files_and_abandoned_ones_do_not() {
+        let files = |path: &str| TargetFiles {
+            table: "t".into(),
+            files: vec![staged_file(path, 1)],
+            rows: 1,
+            bytes: 10,
+            maxcompute: None,
+            objects: Vec::new(),
+        };
+        let mut staged = open("b1", &owner(), 0);
+        staged.state = BatchState::Staged;
+        staged.targets.insert(target(), files("/w/staged.parquet"));
+        let mut abandoned = open("b2", &owner(), 0);
+        abandoned.state = BatchState::Abandoned;
+        abandoned
+            .targets
+            .insert(target(), files("/w/abandoned.parquet"));
+        let running = open("b3", &owner(), 0);
+        assert_eq!(
+            named_files([&staged, &abandoned, &running]),
+            BTreeSet::from(["/w/staged.parquet".to_owned()])
+        );
     }
 
     #[test]

@@ -20,10 +20,14 @@
 //! depends on what the table held before the commit and the commit's batches, so a committer
 //! recovering a commit derives the same deletes, and recording what the table holds afterwards
 //! ([`settle`]) can be repeated: a version already held is held again.
+//!
+//! A compaction (`floe maintain`) rewrites data files with their deletes applied, so the rows
+//! a record points at move: [`moved`] says where they are afterwards.
 
 use std::collections::{BTreeMap, HashMap};
 
 use floe_core::{Operation, compare_sequencers_opt};
+use floe_iceberg::maintain::Moved;
 
 use super::claim::normalize_etag;
 use super::records::ObjectRows;
@@ -122,6 +126,23 @@ pub fn settle(
     let mut out = resolve(held, incoming).held;
     out.retain(|k, v| held.get(k) != Some(v));
     out
+}
+
+/// Where the rows of `held` are once a compaction rewrote the data files of `moved` (each with
+/// where its surviving rows went); `None` when none of them was rewritten. Moving a record
+/// again changes nothing: the files it points at then are not among the rewritten ones.
+pub fn moved(held: &ObjectRows, moved: &BTreeMap<String, Moved>) -> Option<ObjectRows> {
+    if !held.rows.iter().any(|r| moved.contains_key(&r.file)) {
+        return None;
+    }
+    let mut next = held.clone();
+    next.rows = (held.rows.iter())
+        .flat_map(|r| match moved.get(&r.file) {
+            Some(m) => m.map(r.start, r.rows),
+            None => vec![r.clone()],
+        })
+        .collect();
+    Some(next)
 }
 
 #[cfg(test)]
@@ -242,5 +263,25 @@ mod tests {
         assert_eq!(first[&key("a")], v2);
         let after: HashMap<ObjKey, ObjectRows> = first.into_iter().collect();
         assert!(settle(&after, &[(0, &v2)]).is_empty());
+    }
+
+    #[test]
+    fn a_compaction_moves_the_held_rows_once() {
+        // f1's rows 0..4 (row 1 deleted) went to n1 from 10; f2 was not rewritten.
+        let held = version("a", "e1", "01", &[("f1", 2, 2), ("f2", 0, 1)]);
+        let rewritten = BTreeMap::from([(
+            "f1".to_owned(),
+            floe_iceberg::maintain::moved_of(vec![1], vec![("n1", 10, 3)]),
+        )]);
+        let after = moved(&held, &rewritten).expect("f1 was rewritten");
+        assert_eq!(
+            after,
+            version("a", "e1", "01", &[("n1", 11, 2), ("f2", 0, 1)])
+        );
+        assert_eq!(
+            moved(&after, &rewritten),
+            None,
+            "moving again changes nothing"
+        );
     }
 }

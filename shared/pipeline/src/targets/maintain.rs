@@ -281,16 +281,9 @@ impl Committer<'_> {
         if landed {
             let prefix = format!("rows/{target}/");
             for (name, rows, v) in self.checkpoint.scan_json::<ObjectRows>(&prefix).await? {
-                if !rows.rows.iter().any(|r| record.moved.contains_key(&r.file)) {
+                let Some(next) = crate::protocol::replace::moved(&rows, &record.moved) else {
                     continue;
-                }
-                let mut next = rows.clone();
-                next.rows = (rows.rows.iter())
-                    .flat_map(|r| match record.moved.get(&r.file) {
-                        Some(m) => m.map(r.start, r.rows),
-                        None => vec![r.clone()],
-                    })
-                    .collect();
+                };
                 self.checkpoint
                     .update_json(&name, &next, &v, None)
                     .await?

@@ -36,7 +36,7 @@ use floe_iceberg::orphans::{ListedFile, referenced_files, select};
 use floe_storage::{ObjectStore, S3Store, S3StoreConfig};
 use iceberg::table::Table;
 
-use crate::protocol::records::{BatchRecord, BatchState};
+use crate::protocol::records::BatchRecord;
 
 /// The least age `--orphans-older-than-hours` accepts: younger files may belong to a batch
 /// still writing, which records its files only when it stages.
@@ -204,22 +204,15 @@ fn walk(root: &Path) -> Result<Vec<ListedFile>> {
     Ok(out)
 }
 
-/// The files live batches name: running or staged, for any target (an abandoned batch can no
-/// longer stage, so its files are orphans once old enough).
+/// The files live batches name ([`crate::protocol::batch::named_files`]).
 pub(crate) async fn batch_files(
     checkpoint: &dyn floe_checkpoint::CheckpointStore,
 ) -> Result<BTreeSet<String>> {
-    let mut out = BTreeSet::new();
     let prefix = crate::protocol::records::batch_key("");
-    for (_, batch, _) in checkpoint.scan_json::<BatchRecord>(&prefix).await? {
-        if batch.state == BatchState::Abandoned {
-            continue;
-        }
-        for files in batch.targets.values() {
-            out.extend(files.files.iter().map(|f| f.path.clone()));
-        }
-    }
-    Ok(out)
+    let batches = checkpoint.scan_json::<BatchRecord>(&prefix).await?;
+    Ok(crate::protocol::batch::named_files(
+        batches.iter().map(|(_, b, _)| b),
+    ))
 }
 
 /// Remove `table`'s orphan files older than `older_than_ms` (ms since the epoch), keeping
