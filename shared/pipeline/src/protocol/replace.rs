@@ -30,7 +30,8 @@ use floe_core::{Operation, compare_sequencers_opt};
 use floe_iceberg::maintain::Moved;
 
 use super::claim::normalize_etag;
-use super::records::ObjectRows;
+use super::records::{BatchRecord, ObjectRows};
+use crate::targets::id::TargetId;
 
 /// An object: (bucket, key).
 pub type ObjKey = (String, String);
@@ -47,6 +48,21 @@ pub struct Resolution {
     pub deletes: Deletes,
     /// What the table holds afterwards, for each object the commit changed.
     pub held: BTreeMap<ObjKey, ObjectRows>,
+}
+
+/// The objects `batches` (a commit's, in order) landed or removed for `target`, each with the
+/// index of its batch: what [`resolve`] and [`settle`] walk.
+pub fn incoming<'b>(
+    batches: &[&'b BatchRecord],
+    target: &TargetId,
+) -> Vec<(usize, &'b ObjectRows)> {
+    (batches.iter().enumerate())
+        .flat_map(|(i, b)| {
+            (b.targets.get(target).into_iter())
+                .flat_map(|t| t.objects.iter())
+                .map(move |o| (i, o))
+        })
+        .collect()
 }
 
 /// Whether `a` happened before `b`.
@@ -283,5 +299,36 @@ mod tests {
             None,
             "moving again changes nothing"
         );
+    }
+
+    #[test]
+    fn a_commit_walks_its_batches_objects_in_order() {
+        let owner = crate::protocol::records::Owner {
+            host: "h".into(),
+            pid: 1,
+            run: "r".into(),
+            pid_space: None,
+        };
+        let (t, other) = (TargetId::iceberg("c", "t"), TargetId::iceberg("c", "u"));
+        let files = |objects: Vec<ObjectRows>| crate::protocol::records::TargetFiles {
+            table: "t".into(),
+            files: Vec::new(),
+            rows: 0,
+            bytes: 0,
+            maxcompute: None,
+            objects,
+        };
+        let (a, b, c) = (
+            version("a", "e1", "01", &[]),
+            version("b", "e1", "01", &[]),
+            version("c", "e1", "01", &[]),
+        );
+        let mut b1 = crate::protocol::batch::open("b1", &owner, 0);
+        b1.targets
+            .insert(t.clone(), files(vec![a.clone(), b.clone()]));
+        b1.targets.insert(other, files(vec![c.clone()]));
+        let mut b2 = crate::protocol::batch::open("b2", &owner, 0);
+        b2.targets.insert(t.clone(), files(vec![c.clone()]));
+        assert_eq!(incoming(&[&b1, &b2], &t), vec![(0, &a), (0, &b), (1, &c)]);
     }
 }

@@ -117,7 +117,7 @@ impl IcebergTarget {
         batches: &[&BatchRecord],
     ) -> Result<HashMap<String, Vec<DataFile>>> {
         let target = &rec.target;
-        let incoming = incoming(batches, target);
+        let incoming = replace::incoming(batches, target);
         if incoming.is_empty() {
             return Ok(HashMap::new());
         }
@@ -192,7 +192,7 @@ impl Target for IcebergTarget {
     async fn commit(&self, cx: &Committer<'_>, pending: PendingCommit<'_>) -> Result<Landed> {
         let rec = &*pending.record;
         let batches: Vec<&BatchRecord> = pending.batches.iter().map(|(b, _)| b).collect();
-        let table = if pending.files == 0 && incoming(&batches, &rec.target).is_empty() {
+        let table = if pending.files == 0 && replace::incoming(&batches, &rec.target).is_empty() {
             None
         } else {
             Some(self.load(cx).await?)
@@ -254,7 +254,7 @@ impl Target for IcebergTarget {
         batches: &[(BatchRecord, Version)],
     ) -> Result<()> {
         let batches: Vec<&BatchRecord> = batches.iter().map(|(b, _)| b).collect();
-        let incoming = incoming(&batches, &record.target);
+        let incoming = replace::incoming(&batches, &record.target);
         if incoming.is_empty() {
             return Ok(());
         }
@@ -311,16 +311,4 @@ impl Target for IcebergTarget {
             ),
         ))
     }
-}
-
-/// The objects the batches landed or removed for `target`, each with its batch's index, in
-/// commit order.
-fn incoming<'b>(batches: &[&'b BatchRecord], target: &TargetId) -> Vec<(usize, &'b ObjectRows)> {
-    (batches.iter().enumerate())
-        .flat_map(|(i, b)| {
-            (b.targets.get(target).into_iter())
-                .flat_map(|t| t.objects.iter())
-                .map(move |o| (i, o))
-        })
-        .collect()
 }
