@@ -1,20 +1,32 @@
 //! A committer, step for step as `Committer::commit` runs a pass: find the targets with work,
 //! take each one's lease, finish the commit records an earlier committer left, plan, record the
-//! commit, renew the lease, ask the table whether the commit is in, append with floe's history
-//! check before every attempt, mark the batches, delete the record, release the lease.
+//! commit, renew the lease, ask the table whether the commit is in, and if not commit it: for a
+//! table that replaces changed objects' rows, first finish a compaction an earlier holder of
+//! the lease left, read what the table holds of the commit's objects (`rows/` records), work
+//! out the rows they replace ([`replace::resolve`]) and write their position deletes; then
+//! append data and delete files in one snapshot with floe's history check before every
+//! attempt. Then mark the commit done, record what the table holds now ([`replace::settle`]),
+//! mark the batches, delete the record, release the lease.
 
-use floe_core::{Error, ErrorKind, Result};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use floe_core::{Error, ErrorKind, Operation, Result};
 use floe_pipeline::protocol::batch::{self, Holder};
 use floe_pipeline::protocol::commit::{self, CommitPolicy, Mark, Plan};
 use floe_pipeline::protocol::lease::{self, Held};
 use floe_pipeline::protocol::records::{
-    BatchRecord, BatchState, CommitRecord, CommitState, Owner, batch_key, commit_prefix, done_key,
-    lease_key,
+    BatchRecord, BatchState, CommitRecord, CommitState, ObjectRows, Owner, batch_key,
+    commit_prefix, done_key, lease_key, rows_key,
 };
+use floe_pipeline::protocol::replace::{self, ObjKey};
 use floe_pipeline::targets::TargetId;
 
 use crate::exec::{Shared, op, read, step};
-use crate::world::Value;
+use crate::ingest::target_table;
+use crate::world::{Add, Content, TableView, Value};
+
+/// What the table holds of some objects, and each record's version.
+type HeldRows = (HashMap<ObjKey, ObjectRows>, HashMap<ObjKey, u64>);
 
 /// Commit passes, for ever; every few passes one forced (as `floe commit` or a final pass).
 pub async fn run(w: Shared, owner: Owner) {
@@ -85,7 +97,12 @@ async fn commit_target(w: &Shared, owner: &Owner, target: &TargetId, force: bool
     result
 }
 
-async fn take_lease(w: &Shared, owner: &Owner, target: &TargetId) -> Result<Option<u64>> {
+/// `Committer::take_lease`: the lease's version, or `None` when another live committer has it.
+pub(crate) async fn take_lease(
+    w: &Shared,
+    owner: &Owner,
+    target: &TargetId,
+) -> Result<Option<u64>> {
     let key = lease_key(target);
     let lease_ms = w.borrow().opts.lease_ms;
     for _ in 0..3 {
@@ -112,7 +129,12 @@ async fn take_lease(w: &Shared, owner: &Owner, target: &TargetId) -> Result<Opti
 }
 
 /// `Committer::renew_lease(true)`: extend the lease by compare-and-set, or stop.
-async fn renew(w: &Shared, owner: &Owner, target: &TargetId, held: &mut u64) -> Result<()> {
+pub(crate) async fn renew(
+    w: &Shared,
+    owner: &Owner,
+    target: &TargetId,
+    held: &mut u64,
+) -> Result<()> {
     let lease_ms = w.borrow().opts.lease_ms;
     let mine = lease::lease(owner, w.borrow().now, lease_ms);
     let key = lease_key(target);
@@ -215,24 +237,27 @@ async fn finish(
             chosen.push((b, v));
         }
     }
+    // What `replaced_rows` read of the `rows/` records, for `settle` of the same commit.
+    let mut known = None;
     if rec.state == CommitState::Pending {
-        let files: Vec<_> = chosen
-            .iter()
-            .flat_map(|(b, _)| {
-                b.targets
-                    .get(target)
-                    .map(|t| t.files.clone())
-                    .unwrap_or_default()
-            })
-            .collect();
-        // `Target::is_in`, then the append with its own check before every attempt.
-        let snapshot = append_exactly_once(w, target, &rec.id, &files).await?;
+        // `Target::is_in`: the table loaded once, kept for the commit.
+        let table = read(w, "load table", |w| w.load(target)).await?;
+        let snapshot = if table.has(&rec.id) {
+            table.current_id()
+        } else {
+            let batches: Vec<&BatchRecord> = chosen.iter().map(|(b, _)| b).collect();
+            commit_to(w, target, &rec, &batches, &table, &mut known).await?
+        };
         rec = commit::landed(rec, snapshot);
         version = op(w, "commit done", |w| {
             w.update(key, Value::Commit(rec.clone()), version, None)
         })
         .await?
         .ok_or_else(|| Error::new(ErrorKind::Conflict, "commit record changed"))?;
+    }
+    {
+        let batches: Vec<&BatchRecord> = chosen.iter().map(|(b, _)| b).collect();
+        settle(w, target, &rec, &batches, known).await?;
     }
     let dedupe = w.borrow().opts.dedupe_ttl_ms;
     for (mut b, mut v) in chosen {
@@ -269,13 +294,188 @@ async fn finish(
     Ok(())
 }
 
+/// `IcebergTarget::commit`: the position deletes of the objects the batches replace, then the
+/// batches' data files and those deletes appended in one snapshot. The snapshot, or `None`
+/// when there was nothing to append.
+async fn commit_to(
+    w: &Shared,
+    target: &TargetId,
+    rec: &CommitRecord,
+    batches: &[&BatchRecord],
+    table: &TableView,
+    known: &mut Option<(String, HeldRows)>,
+) -> Result<Option<i64>> {
+    let replaced = replaced_rows(w, target, rec, batches, table, known).await?;
+    // Each batch's data files, then its delete files (`IcebergTarget::request`).
+    let mut files = Vec::new();
+    for b in batches {
+        let data = (b.targets.get(target).into_iter())
+            .flat_map(|t| &t.files)
+            .map(|f| (&f.path, false));
+        let deletes = replaced.get(&b.id).into_iter().flatten().map(|p| (p, true));
+        files.extend(data.chain(deletes).map(|(path, deletes)| Add {
+            path: path.clone(),
+            batch: b.id.clone(),
+            deletes,
+        }));
+    }
+    if files.is_empty() {
+        return Ok(None);
+    }
+    append_exactly_once(w, target, &rec.id, &files).await
+}
+
+/// `IcebergTarget::replaced_rows`: for each batch, the position delete files it adds (written
+/// here): the rows of earlier versions of its objects, and of versions that never land.
+async fn replaced_rows(
+    w: &Shared,
+    target: &TargetId,
+    rec: &CommitRecord,
+    batches: &[&BatchRecord],
+    table: &TableView,
+    known: &mut Option<(String, HeldRows)>,
+) -> Result<BTreeMap<String, Vec<String>>> {
+    let incoming = replace::incoming(batches, target);
+    if incoming.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    // A compaction an earlier holder of the lease left moves the rows this commit replaces.
+    crate::maintain::finish_maintenance(w, target).await?;
+    let (held, versions) = held(w, target, &incoming).await?;
+    let resolution = replace::resolve(&held, &incoming);
+    *known = Some((rec.id.clone(), (held, versions)));
+    // The data files they delete from: this commit's own, else the table's.
+    let own: BTreeSet<&str> = (batches.iter())
+        .flat_map(|b| b.targets.get(target).into_iter().flat_map(|t| &t.files))
+        .map(|f| f.path.as_str())
+        .collect();
+    let elsewhere: BTreeSet<String> = (resolution.deletes.keys())
+        .map(|(_, f)| f.clone())
+        .filter(|f| !own.contains(f.as_str()))
+        .collect();
+    let live: BTreeSet<String> = read(w, "read manifests", |_| {
+        elsewhere
+            .iter()
+            .filter(|f| table.live(f))
+            .cloned()
+            .collect()
+    })
+    .await?;
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for ((batch, file), positions) in resolution.deletes {
+        if !own.contains(file.as_str()) && !live.contains(&file) {
+            // Not in the table any more (rewritten by a maintenance floe did not make): its
+            // rows cannot be found by position.
+            if w.borrow().opts.trace {
+                eprintln!(
+                    "         {} rows of {file} not deleted: not in the table",
+                    positions.len()
+                );
+            }
+            continue;
+        }
+        let path = format!(
+            "sim://{}/data/deletes-{:08}.parquet",
+            target_table(target),
+            w.borrow_mut().id()
+        );
+        let n = positions.len() as u64;
+        let content = Content::Deletes {
+            file,
+            positions: positions.into_iter().collect(),
+        };
+        op(w, "write position deletes", |w| {
+            w.write_file(target, &path, content);
+            w.stats.rows_deleted += n;
+        })
+        .await?;
+        out.entry(batches[batch].id.clone()).or_default().push(path);
+    }
+    Ok(out)
+}
+
+/// `IcebergTarget::held`: what the table holds of the objects `incoming` names (one `get_many`).
+async fn held(
+    w: &Shared,
+    target: &TargetId,
+    incoming: &[(usize, &ObjectRows)],
+) -> Result<HeldRows> {
+    let keys: BTreeSet<ObjKey> = (incoming.iter())
+        .map(|(_, o)| (o.bucket.clone(), o.key.clone()))
+        .collect();
+    read(w, "get rows records", |w| {
+        let (mut held, mut versions) = (HashMap::new(), HashMap::new());
+        for k in keys {
+            if let Some((Value::Rows(rows), v)) = w.get(&rows_key(target, &k.0, &k.1)) {
+                held.insert(k.clone(), rows);
+                versions.insert(k, v);
+            }
+        }
+        (held, versions)
+    })
+    .await
+}
+
+/// `IcebergTarget::settle`: record what the table holds of the commit's objects now, each
+/// record by compare-and-set (a write whose answer was lost is read again).
+async fn settle(
+    w: &Shared,
+    target: &TargetId,
+    rec: &CommitRecord,
+    batches: &[&BatchRecord],
+    mut known: Option<(String, HeldRows)>,
+) -> Result<()> {
+    let incoming = replace::incoming(batches, target);
+    if incoming.is_empty() {
+        return Ok(());
+    }
+    let dedupe = w.borrow().opts.dedupe_ttl_ms;
+    for _ in 0..5 {
+        let (held, versions) = match known.take() {
+            Some((id, held)) if id == rec.id => held,
+            _ => held(w, target, &incoming).await?,
+        };
+        let changed = replace::settle(&held, &incoming);
+        if changed.is_empty() {
+            return Ok(());
+        }
+        // `write_many`: each write its own compare-and-set.
+        let mut all = true;
+        for ((b, k), rows) in changed {
+            let name = rows_key(target, &b, &k);
+            let ttl = (rows.operation == Operation::Removed).then_some(dedupe);
+            let value = Value::Rows(rows);
+            let written = match versions.get(&(b, k)) {
+                Some(&expected) => {
+                    op(w, "update rows record", |w| {
+                        w.update(&name, value, expected, ttl)
+                    })
+                    .await?
+                }
+                None => op(w, "insert rows record", |w| w.insert(&name, value, ttl)).await?,
+            };
+            all &= written.is_some();
+        }
+        if all {
+            return Ok(());
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Conflict,
+        format!(
+            "commit {}: the records of its replaced objects kept changing",
+            rec.id
+        ),
+    ))
+}
+
 /// `floe_iceberg::append_exactly_once`: load, look for the commit id, attempt on the table
 /// that was loaded; a refused or unanswered attempt goes back to the load.
 async fn append_exactly_once(
     w: &Shared,
     target: &TargetId,
     commit_id: &str,
-    files: &[floe_iceberg::StagedFile],
+    files: &[Add],
 ) -> Result<Option<i64>> {
     let mut last = None;
     for _ in 0..6 {
@@ -283,21 +483,15 @@ async fn append_exactly_once(
         if w.borrow().opts.trace {
             eprintln!(
                 "         {target} at {:?}: {commit_id} in: {}",
-                table.current,
+                table.current_id(),
                 table.has(commit_id)
             );
         }
         if table.has(commit_id) {
-            return Ok(table.current);
+            return Ok(table.current_id());
         }
         // Another writer may move the table between the load and the attempt.
-        {
-            let mut world = w.borrow_mut();
-            let foreign = world.opts.foreign;
-            if !world.quiet && world.rng.chance(foreign) {
-                world.foreign_commit(target);
-            }
-        }
+        crate::maintain::maybe_foreign(w, target);
         match op(w, "append", |w| w.commit(target, &table, commit_id, files)).await {
             Ok(Ok(Some(snapshot))) => return Ok(Some(snapshot)),
             Ok(Ok(None)) => return Ok(None),

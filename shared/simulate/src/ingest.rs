@@ -1,23 +1,27 @@
 //! An ingest instance, step for step as `Pipeline::ingest` and the queue pull run it: receive,
-//! open the batch, claim each object (judging the batch that holds a claim), read at the
-//! event's version, write a data file per table, stage with one compare-and-set, mark the
-//! objects, and acknowledge each message by the protocol's verdict. Every decision is the
-//! kernel's (`floe_pipeline::protocol`); this file only does the calls in the real order.
+//! record a removal its route makes nothing of as ignored, open the batch, claim each object
+//! (judging the batch that holds a claim), read at the event's version, write a data file per
+//! table, stage with one compare-and-set (for a replacing table, with each object version and
+//! where its rows are, a removal with none), mark the objects, and acknowledge each message by
+//! the protocol's verdict. Every decision is the kernel's (`floe_pipeline::protocol`); this
+//! file only does the calls in the real order.
 
 use std::collections::BTreeMap;
 
-use floe_core::{Error, ErrorKind, ObjectChange, Result};
-use floe_iceberg::StagedFile;
+use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
+use floe_iceberg::{SourceRows, StagedFile};
 use floe_pipeline::protocol::ack::{self, Ack, Outcome, give_back};
 use floe_pipeline::protocol::batch::{self, Holder, Staging};
-use floe_pipeline::protocol::claim::{self, Decision, decide, normalize_etag, obj_record};
+use floe_pipeline::protocol::claim::{
+    self, Decision, decide, may_record_ignored, normalize_etag, obj_record,
+};
 use floe_pipeline::protocol::records::{
-    ObjRecord, ObjState, Owner, TargetFiles, batch_key, done_key, obj_key,
+    ObjRecord, ObjState, ObjectRows, Owner, TargetFiles, batch_key, done_key, obj_key,
 };
 use floe_pipeline::targets::TargetId;
 
 use crate::exec::{Shared, op, read, step};
-use crate::world::{Message, Value};
+use crate::world::{Content, Message, Value};
 
 /// Messages one receive takes.
 const BATCH: usize = 4;
@@ -26,7 +30,13 @@ const BATCH: usize = 4;
 pub async fn run(w: Shared, owner: Owner) {
     loop {
         match op(&w, "receive", |w| w.receive(BATCH)).await {
-            Ok(received) if !received.is_empty() => land(&w, &owner, received).await,
+            Ok(received) if !received.is_empty() => {
+                if w.borrow().opts.trace {
+                    let ids: Vec<u64> = received.iter().map(|(m, _)| m.id).collect();
+                    eprintln!("         {} received {ids:?}", owner.pid);
+                }
+                land(&w, &owner, received).await
+            }
             _ => step().await,
         }
     }
@@ -115,6 +125,73 @@ pub fn target_of(key: &str) -> TargetId {
     TargetId::iceberg("sim", key.split('/').next().unwrap_or_default())
 }
 
+/// The table name of a target.
+pub fn target_table(target: &TargetId) -> &str {
+    match target {
+        TargetId::Iceberg { table, .. } => table,
+        TargetId::MaxCompute { .. } => unreachable!("the simulation has Iceberg tables only"),
+    }
+}
+
+/// `write::object_rows`: the record of an object version and its rows.
+fn object_rows(change: &ObjectChange, rows: Vec<SourceRows>) -> ObjectRows {
+    ObjectRows {
+        bucket: change.bucket.clone(),
+        key: change.key.clone(),
+        operation: change.operation,
+        etag: change.etag.clone(),
+        version_id: change.version_id.clone(),
+        sequencer: change.sequencer.clone(),
+        event_time_ms: change.event_time.map(|t| t.timestamp_millis()),
+        appended: false,
+        rows,
+    }
+}
+
+/// `Pipeline::record_ignored`: remember a change floe deliberately does not land.
+async fn record_ignored(w: &Shared, c: &ObjectChange) -> Result<()> {
+    let key = obj_key(&c.bucket, &c.key);
+    let dedupe = w.borrow().opts.dedupe_ttl_ms;
+    let state = ObjState::Ignored {
+        reason: "a removed object has no records".into(),
+    };
+    for _ in 0..5 {
+        let rec = obj_record(c, state.clone(), w.borrow().now);
+        let written = match read(w, "get obj", |w| w.get(&key)).await? {
+            None => {
+                op(w, "record ignored", |w| {
+                    w.insert(&key, Value::Obj(rec), Some(dedupe))
+                })
+                .await?
+            }
+            Some((Value::Obj(old), v)) => {
+                if !may_record_ignored(&old, c) {
+                    return Ok(());
+                }
+                op(w, "record ignored", |w| {
+                    w.update(&key, Value::Obj(rec), v, Some(dedupe))
+                })
+                .await?
+            }
+            Some(_) => return Err(Error::new(ErrorKind::Unexpected, "not an object record")),
+        };
+        if written.is_some() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// What reading an object at its event's version finds.
+enum Read {
+    /// (version number, rows).
+    Rows(u64, u64),
+    /// Overwritten since.
+    Superseded,
+    /// Removed since.
+    Gone,
+}
+
 struct Claimed {
     idx: usize,
     key: String,
@@ -130,12 +207,25 @@ async fn ingest(
     messages: &[(u64, u64)],
 ) -> Result<Vec<Outcome>> {
     let mut outcomes: Vec<Option<Outcome>> = changes.iter().map(|_| None).collect();
-    let superseded = claim::superseded_in_batch(changes, 0..changes.len());
+    // `route_all`: a removal from a table that appends has no records.
+    let mut routed = Vec::new();
+    for (i, c) in changes.iter().enumerate() {
+        if c.operation == Operation::Removed && !crate::replaces(&target_of(&c.key)) {
+            record_ignored(w, c).await?;
+            outcomes[i] = Some(Outcome::Ignored("a removed object has no records".into()));
+        } else {
+            routed.push(i);
+        }
+    }
+    let superseded = claim::superseded_in_batch(changes, routed.iter().copied());
     for (i, d) in &superseded {
         outcomes[*i] = Some(match d {
             Decision::Duplicate => Outcome::Duplicate,
             _ => Outcome::Stale,
         });
+    }
+    if outcomes.iter().all(Option::is_some) {
+        return Ok(finish(outcomes));
     }
     let batch_id = format!("b{:08}", w.borrow_mut().id());
     let now = w.borrow().now;
@@ -170,7 +260,9 @@ async fn ingest(
     }
 
     // Read each object at its event's version; an object given back leaves the batch.
-    let mut contents: BTreeMap<TargetId, Vec<(String, u64, u64)>> = BTreeMap::new();
+    // Per table: (change, version number, rows) of each object read.
+    let mut contents: BTreeMap<TargetId, Vec<(usize, u64, u64)>> = BTreeMap::new();
+    let mut removals = Vec::new();
     let mut kept = Vec::new();
     for c in claimed {
         keep_alive(w, &mut record, &mut version, messages).await?;
@@ -178,26 +270,40 @@ async fn ingest(
             return Ok(abandoned(outcomes, &kept, &[c]));
         }
         let change = &changes[c.idx];
+        if change.operation == Operation::Removed {
+            // Nothing to read: the commit deletes the rows the table holds of it.
+            removals.push(c.idx);
+            kept.push(c);
+            continue;
+        }
         let got = read(w, "get object", |w| {
             let versions = &w.bucket[&change.key];
-            let current = versions.len();
+            let n = versions.len();
+            let latest = &versions[n - 1];
             let etag = change.etag.as_deref().map(normalize_etag);
-            (Some(normalize_etag(&versions[current - 1].etag)) == etag)
-                .then(|| (current as u64, versions[current - 1].rows))
+            if latest.removed {
+                Read::Gone
+            } else if Some(normalize_etag(&latest.etag)) == etag {
+                Read::Rows(n as u64, latest.rows)
+            } else {
+                Read::Superseded
+            }
         })
         .await;
         let outcome = match got {
-            Ok(Some((n, rows))) => {
-                contents.entry(target_of(&change.key)).or_default().push((
-                    change.key.clone(),
-                    n,
-                    rows,
-                ));
+            Ok(Read::Rows(n, rows)) => {
+                (contents.entry(target_of(&change.key)).or_default()).push((c.idx, n, rows));
+                kept.push(c);
+                continue;
+            }
+            // Removed since the event: unreadable, set aside under the route's `on-error`
+            // (dead-lettered); the object stays the batch's, with no rows.
+            Ok(Read::Gone) => {
                 kept.push(c);
                 continue;
             }
             // Overwritten since the event: this version is gone, the newer one has its event.
-            Ok(None) => Outcome::Stale,
+            Ok(Read::Superseded) => Outcome::Stale,
             Err(e) if give_back(&e) => Outcome::Failed(e),
             Err(e) => return Err(e),
         };
@@ -206,15 +312,34 @@ async fn ingest(
     }
     let claimed = kept;
 
-    // Write a data file per table.
+    // Write a data file per table; a replacing table's batch says which rows are whose.
     let mut targets = BTreeMap::new();
     for (target, rows) in contents {
-        let path = format!("sim://{batch_id}/{target}");
+        let table = target_table(&target);
+        let path = format!("sim://{table}/data/{batch_id}.parquet");
         let total: u64 = rows.iter().map(|r| r.2).sum();
+        let content = Content::Data(
+            (rows.iter())
+                .flat_map(|&(i, n, rows)| (0..rows).map(move |_| (changes[i].key.clone(), n)))
+                .collect(),
+        );
         op(w, "write data file", |w| {
-            w.files.insert(path.clone(), rows);
+            w.write_file(&target, &path, content)
         })
         .await?;
+        let mut objects = Vec::new();
+        if crate::replaces(&target) {
+            let mut start = 0;
+            for &(i, _, rows) in &rows {
+                let runs = vec![SourceRows {
+                    file: path.clone(),
+                    start,
+                    rows,
+                }];
+                start += rows;
+                objects.push(object_rows(&changes[i], runs));
+            }
+        }
         let file = StagedFile {
             data_file: "{}".into(),
             spec_id: 0,
@@ -225,14 +350,29 @@ async fn ingest(
             path,
         };
         let files = TargetFiles {
-            table: target.to_string(),
+            table: table.to_owned(),
             files: vec![file],
             rows: total,
             bytes: total * 100,
             maxcompute: None,
-            objects: Vec::new(),
+            objects,
         };
         targets.insert(target, files);
+    }
+    // `close_slots`: removals from a replacing table, with no rows.
+    for i in removals {
+        let target = target_of(&changes[i].key);
+        let entry = targets
+            .entry(target.clone())
+            .or_insert_with(|| TargetFiles {
+                table: target_table(&target).to_owned(),
+                files: Vec::new(),
+                rows: 0,
+                bytes: 0,
+                maxcompute: None,
+                objects: Vec::new(),
+            });
+        entry.objects.push(object_rows(&changes[i], Vec::new()));
     }
     if claimed.is_empty() {
         let _ = op(w, "drop empty batch", |w| w.delete(&bkey, version)).await?;

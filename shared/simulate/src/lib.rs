@@ -1,51 +1,81 @@
 //! A deterministic simulation of floe's exactly-once protocol.
 //!
-//! Several ingest instances, several committers and a writer run as futures under one seeded
-//! scheduler ([`exec`]): between any two calls to a service the scheduler may run another
-//! actor, move the simulated clock, crash the actor (its future is dropped; it restarts later
-//! as a new process), or stall it past its claim timeout or its lease. Every call may fail
-//! before it applies or lose its answer after; table commits also meet other writers (409),
-//! and table maintenance expires snapshots. The writer overwrites objects while they are being
-//! landed, and its events may arrive twice or late.
+//! Several ingest instances, several committers, table maintenance and a writer run as futures
+//! under one seeded scheduler ([`exec`]): between any two calls to a service the scheduler may
+//! run another actor, move the simulated clock, crash the actor (its future is dropped; it
+//! restarts later as a new process), or stall it past its claim timeout or its lease. Every
+//! call may fail before it applies or lose its answer after; table commits also meet other
+//! writers (409), and snapshot management outside floe expires snapshots. The writer puts,
+//! overwrites and removes objects while they are being landed, and its events may arrive twice
+//! or late.
 //!
-//! The actors ([`ingest`], [`commit`]) make the calls the real drivers make, in their order,
-//! and take every decision from the kernel, `floe_pipeline::protocol` (claims, batch states,
-//! the holder and lease rules, the commit plan, marking, the ack verdict); the services
-//! ([`world`]) keep the real contracts: compare-and-set on versions that never repeat, TTLs on
-//! the clock, receipts that go stale at redelivery, a table commit that asserts the snapshot
-//! it was built on.
+//! Of the two tables one appends every version it lands (`on-change = append`) and one
+//! replaces an object's rows when it changes (`on-change = replace`): a commit to it deletes
+//! the rows of the version it replaces by position, in the snapshot that adds the new rows, and
+//! records where each object's rows are (`rows/` records). Maintenance (`floe maintain`)
+//! compacts both under the commit lease, moving the `rows/` records of the files it rewrites,
+//! expires their snapshots and removes orphan files.
 //!
-//! After the faults stop and everything drains, [`check`] holds the invariant: every version
-//! of every object is in its table once or not at all, the latest version of every object
-//! exactly once, nothing dead-lettered, nothing left staged or half committed. A run is a
-//! function of its seed: a failing seed replays with `floe-simulate --seed N --trace`.
+//! The actors ([`ingest`], [`commit`], [`maintain`]) make the calls the real drivers make, in
+//! their order, and take every decision from the kernel, `floe_pipeline::protocol` (claims,
+//! batch states, the holder and lease rules, the commit plan, marking, the rows a commit
+//! replaces and what it records, where a compaction moved them, the files orphan removal keeps,
+//! the ack verdict); the services ([`world`]) keep the real contracts: compare-and-set on
+//! versions that never repeat, TTLs on the clock, receipts that go stale at redelivery, a table
+//! commit that asserts the snapshot it was built on, a position delete that reaches only the
+//! rows of the one data file it names, files that stay under a table's location until orphan
+//! removal deletes them.
+//!
+//! After the faults stop and everything drains, [`check`] holds the invariant: in the
+//! replacing table every object's rows are exactly those of its latest version (none when it
+//! was removed) and its `rows/` record says where they are; in the appending table every
+//! version is in once or not at all, the latest exactly once; no table reads a file that was
+//! removed; nothing dead-lettered, nothing left staged or half committed. A run is a function
+//! of its seed: a failing seed replays with `floe-simulate --seed N --trace`.
 
 pub mod check;
 pub mod commit;
 pub mod exec;
 pub mod ingest;
+pub mod maintain;
 pub mod rng;
 pub mod world;
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use floe_core::{ObjectChange, Provider};
+use floe_core::{ObjectChange, Operation, Provider};
 use floe_pipeline::protocol::records::Owner;
+use floe_pipeline::targets::TargetId;
 
 use exec::{Shared, Task, poll_once, step};
 use world::{Message, ObjectVersion, Stats, World};
 
-/// The tables (a key's first path segment names its table).
-pub const TABLES: [&str; 2] = ["a", "b"];
+/// The bucket the writer writes to.
+pub const BUCKET: &str = "landing";
+
+/// The tables (a key's first path segment names its table), and whether each replaces the rows
+/// of an object that changes (`on-change = replace`) or appends every version.
+pub const TABLES: [(&str, bool); 2] = [("a", false), ("b", true)];
+
+/// Whether `target` replaces the rows of an object that changes.
+pub fn replaces(target: &TargetId) -> bool {
+    TABLES
+        .iter()
+        .any(|(t, replace)| *replace && ingest::target_table(target) == *t)
+}
 
 /// The shape of a run and how often things go wrong.
 #[derive(Clone, Debug)]
 pub struct Options {
     pub instances: usize,
     pub committers: usize,
-    /// Objects put (new keys and overwrites).
+    /// `floe maintain` processes (0: no maintenance).
+    pub maintainers: usize,
+    /// Objects put (new keys and overwrites) or removed.
     pub puts: u64,
+    /// Of those, the share that removes an object (one that exists).
+    pub removes: f64,
     /// Distinct keys they go to (fewer keys, more overwrites).
     pub keys: u64,
     pub claim_timeout_ms: u64,
@@ -60,10 +90,17 @@ pub struct Options {
     pub lost: f64,
     /// Per table commit attempt: another writer committed first.
     pub foreign: f64,
-    /// Per step: an actor crashes; an actor stalls; snapshots are expired.
+    /// Per step: an actor crashes; an actor stalls; snapshots are expired outside floe.
     pub crash: f64,
     pub stall: f64,
     pub expire: f64,
+    /// Maintenance runs again within this many steps.
+    pub maintain_every: u64,
+    /// Maintenance expires snapshots older than this.
+    pub expire_age_ms: i64,
+    /// Orphan removal keeps files younger than this (`--orphans-older-than-hours`: a running
+    /// batch names its files only when it stages).
+    pub orphan_age_ms: i64,
     /// Re-apply an append on the table as it is at commit time instead of the table checked
     /// (what iceberg's transaction did before floe answered its reload): a known bug, which the
     /// batch check alone also catches.
@@ -74,6 +111,15 @@ pub struct Options {
     pub no_batch_check: bool,
     /// Go on without an object whose claim write failed (what floe did before): a known bug.
     pub claim_error_continues: bool,
+    /// A compaction that leaves the `rows/` records pointing at the files it rewrote: a known
+    /// bug (the next change of an object deletes positions in a file the table no longer
+    /// reads, and its old rows stay).
+    pub compaction_keeps_rows: bool,
+    /// Orphan removal that does not keep the files staged batches name: a known bug.
+    pub orphans_ignore_batches: bool,
+    /// Maintenance that compacts while a commit is in flight: a known bug (the commit records
+    /// where its rows are in files the compaction rewrote).
+    pub maintain_in_flight: bool,
     /// Steps before giving up on draining.
     pub max_steps: u64,
     /// Print every call and decision (to replay a failing seed).
@@ -85,7 +131,9 @@ impl Default for Options {
         Options {
             instances: 3,
             committers: 2,
+            maintainers: 1,
             puts: 16,
+            removes: 0.15,
             keys: 5,
             claim_timeout_ms: 2_000,
             lease_ms: 1_000,
@@ -100,9 +148,15 @@ impl Default for Options {
             crash: 0.004,
             stall: 0.004,
             expire: 0.002,
+            maintain_every: 400,
+            expire_age_ms: 2_000,
+            orphan_age_ms: 10_000,
             rebase: false,
             no_batch_check: false,
             claim_error_continues: false,
+            compaction_keeps_rows: false,
+            orphans_ignore_batches: false,
+            maintain_in_flight: false,
             max_steps: 400_000,
             trace: false,
         }
@@ -110,12 +164,14 @@ impl Default for Options {
 }
 
 impl Options {
-    /// More of everything: four instances, three committers, a lease of half a second, and
-    /// crashes, stalls and snapshot expiry several times as often.
+    /// More of everything: four instances, three committers, two maintainers, a lease of half a
+    /// second, and crashes, stalls and snapshot expiry several times as often.
     pub fn heavy() -> Self {
         Options {
             instances: 4,
             committers: 3,
+            maintainers: 2,
+            maintain_every: 200,
             puts: 24,
             keys: 4,
             lease_ms: 500,
@@ -135,6 +191,7 @@ impl Options {
 enum Kind {
     Ingest,
     Commit,
+    Maintain,
     Writer,
 }
 
@@ -164,6 +221,7 @@ pub fn run(seed: u64, opts: &Options) -> Result<Stats, String> {
         let task: Task = match kind {
             Kind::Ingest => Box::pin(ingest::run(w.clone(), owner)),
             Kind::Commit => Box::pin(commit::run(w.clone(), owner)),
+            Kind::Maintain => Box::pin(maintain::run(w.clone(), owner)),
             Kind::Writer => Box::pin(writer(w.clone())),
         };
         Actor {
@@ -179,6 +237,9 @@ pub fn run(seed: u64, opts: &Options) -> Result<Stats, String> {
     }
     for i in 0..opts.committers {
         actors.push(spawn(Kind::Commit, format!("h{}", i % 2), &w));
+    }
+    for i in 0..opts.maintainers {
+        actors.push(spawn(Kind::Maintain, format!("h{}", (i + 1) % 2), &w));
     }
     actors.push(spawn(Kind::Writer, "user".into(), &w));
 
@@ -261,8 +322,8 @@ pub fn run(seed: u64, opts: &Options) -> Result<Stats, String> {
     ))
 }
 
-/// The user: puts objects (new keys and overwrites) and their events; an event may be
-/// delivered twice, or late (after the next put of its key).
+/// The user: puts objects (new keys and overwrites) and removes some, each with its event; an
+/// event may be delivered twice, or late (after the next change of its key).
 async fn writer(w: Shared) {
     let (puts, keys) = {
         let world = w.borrow();
@@ -273,20 +334,34 @@ async fn writer(w: Shared) {
         let change = {
             let mut world = w.borrow_mut();
             let k = world.rng.below(keys);
-            let table = TABLES[(k % TABLES.len() as u64) as usize];
+            let table = TABLES[(k % TABLES.len() as u64) as usize].0;
             let key = format!("{table}/k{k}");
+            let removes = world.opts.removes;
+            let remove = world.rng.chance(removes);
             let rows = 1 + world.rng.below(3);
             let versions = world.bucket.entry(key.clone()).or_default();
-            let etag = format!("{:032x}", (seq << 8) | (versions.len() as u64 + 1));
-            versions.push(ObjectVersion {
-                etag: etag.clone(),
-                rows,
-            });
-            world.stats.versions += 1;
-            let mut c = ObjectChange::created(Provider::S3, "landing", key);
-            c.etag = Some(etag.to_uppercase());
+            let exists = versions.last().is_some_and(|v| !v.removed);
+            let mut c = ObjectChange::created(Provider::S3, BUCKET, key);
             c.sequencer = Some(format!("{seq:012X}"));
-            c.size = Some(rows);
+            if remove && exists {
+                versions.push(ObjectVersion {
+                    etag: String::new(),
+                    rows: 0,
+                    removed: true,
+                });
+                c.operation = Operation::Removed;
+                world.stats.removals += 1;
+            } else {
+                let etag = format!("{:032x}", (seq << 8) | (versions.len() as u64 + 1));
+                versions.push(ObjectVersion {
+                    etag: etag.clone(),
+                    rows,
+                    removed: false,
+                });
+                c.etag = Some(etag.to_uppercase());
+                c.size = Some(rows);
+            }
+            world.stats.versions += 1;
             c
         };
         let (twice, delay) = {

@@ -1,16 +1,25 @@
 //! The simulated world every actor shares: the clock, the bucket, the queue, the checkpoint
-//! table, the Iceberg tables, and the faults. Each call here is one atomic step of a service;
-//! actors reach it through [`crate::exec::op`], which first yields to the scheduler and then
-//! lets the fault plan fail the call (before it applies) or lose its answer (after).
+//! table, the Iceberg tables and the files under their locations, and the faults. Each call
+//! here is one atomic step of a service; actors reach it through [`crate::exec::op`], which
+//! first yields to the scheduler and then lets the fault plan fail the call (before it applies)
+//! or lose its answer (after).
+//!
+//! A table is what Iceberg makes of it, at the grain floe depends on: snapshots naming data
+//! files and position delete files, each file's rows by position (which object version each
+//! row came from), a delete applying to the rows of the one data file it names. A file is
+//! written to the table's location before any snapshot names it, and stays there until orphan
+//! removal deletes it; a table naming a file that is not there has lost its rows.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
 
 use floe_core::ObjectChange;
-use floe_iceberg::StagedFile;
+use floe_iceberg::orphans::ListedFile;
 use floe_pipeline::protocol::records::{
-    BatchRecord, CommitRecord, DoneRecord, Lease, ObjRecord, Owner,
+    BatchRecord, CommitRecord, DoneRecord, Lease, ObjRecord, ObjectRows, Owner,
 };
 use floe_pipeline::targets::TargetId;
+use floe_pipeline::targets::maintain::MaintRecord;
 
 use crate::Options;
 use crate::rng::Rng;
@@ -27,6 +36,10 @@ pub enum Value {
     Failure {
         busy: u32,
     },
+    /// `rows/<target>/…`: the version of an object a replacing table holds, and where its rows are.
+    Rows(ObjectRows),
+    /// `maint/<target>`: a compaction in flight.
+    Maint(MaintRecord),
 }
 
 struct Entry {
@@ -35,11 +48,54 @@ struct Entry {
     expires_at: Option<i64>,
 }
 
-/// One version of an object in the bucket.
+/// One version of an object in the bucket: a put, or the object's removal.
 #[derive(Clone, Debug)]
 pub struct ObjectVersion {
+    /// Empty for a removal.
     pub etag: String,
     pub rows: u64,
+    pub removed: bool,
+}
+
+/// What a file under a table's location holds.
+#[derive(Clone, Debug)]
+pub enum Content {
+    /// A data file: the object version (key, version number) each row came from, by position.
+    Data(Vec<(String, u64)>),
+    /// A position delete file: rows of the one data file it names.
+    Deletes {
+        file: String,
+        positions: BTreeSet<u64>,
+    },
+}
+
+/// A file under a table's location.
+#[derive(Clone, Debug)]
+pub struct StoredFile {
+    pub table: TargetId,
+    pub written_at: i64,
+    pub content: Content,
+}
+
+/// A file a table commit adds, and the batch it comes from (the batch check leaves out the
+/// files of batches the table already took).
+#[derive(Clone, Debug)]
+pub struct Add {
+    pub path: String,
+    pub batch: String,
+    /// A position delete file (else a data file).
+    pub deletes: bool,
+}
+
+/// A snapshot: its summary (floe's commit id and the batches it took) and the files it reads.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub id: i64,
+    pub commit_id: Option<String>,
+    pub batches: Vec<String>,
+    pub at: i64,
+    pub data: BTreeSet<String>,
+    pub deletes: BTreeSet<String>,
 }
 
 /// A queue message carrying one change.
@@ -58,36 +114,71 @@ pub struct Message {
 /// A table's state as a load returns it.
 #[derive(Clone, Debug)]
 pub struct TableView {
-    pub current: Option<i64>,
-    /// Commit ids of the snapshots still in the history.
-    pub history: Vec<String>,
+    pub current: Option<Rc<Snapshot>>,
+    /// The snapshots not expired, oldest first (the current one last).
+    pub snapshots: Vec<Rc<Snapshot>>,
     /// The `floe.commit-ids` property.
     pub commit_ids: VecDeque<String>,
-    /// Batches the table took: named by the snapshots in the history (their `floe.checkpoint`
-    /// summaries) or by the `floe.batch-ids` property.
-    pub batches: BTreeSet<String>,
     /// The `floe.batch-ids` property.
     pub batch_ids: VecDeque<String>,
 }
 
 impl TableView {
+    pub fn current_id(&self) -> Option<i64> {
+        self.current.as_ref().map(|s| s.id)
+    }
+
     /// `floe_iceberg::find_commit`: in the history or in the property.
     pub fn has(&self, commit_id: &str) -> bool {
-        self.history.iter().any(|c| c == commit_id)
+        (self.snapshots.iter()).any(|s| s.commit_id.as_deref() == Some(commit_id))
             || self.commit_ids.iter().any(|c| c == commit_id)
+    }
+
+    /// Batches the table took: named by the snapshots in the history (their `floe.checkpoint`
+    /// summaries) or by the `floe.batch-ids` property.
+    pub fn batches(&self) -> BTreeSet<String> {
+        (self
+            .snapshots
+            .iter()
+            .flat_map(|s| s.batches.iter().cloned()))
+        .chain(self.batch_ids.iter().cloned())
+        .collect()
+    }
+
+    /// Whether the current snapshot reads the data file `path`.
+    pub fn live(&self, path: &str) -> bool {
+        self.current.as_ref().is_some_and(|s| s.data.contains(path))
+    }
+
+    /// Every file a snapshot of the history reads (`floe_iceberg::orphans::referenced_files`).
+    pub fn referenced(&self) -> BTreeSet<String> {
+        (self.snapshots.iter())
+            .flat_map(|s| s.data.iter().chain(&s.deletes).cloned())
+            .collect()
     }
 }
 
 #[derive(Default)]
 pub struct Table {
-    /// (snapshot id, commit id, batches taken) of the snapshots not expired.
-    snapshots: Vec<(i64, Option<String>, Vec<String>)>,
+    /// The snapshots not expired, oldest first.
+    snapshots: Vec<Rc<Snapshot>>,
     current: Option<i64>,
     commit_ids: VecDeque<String>,
     batch_ids: VecDeque<String>,
-    /// Rows of each (key, object version) the table holds.
-    pub rows: BTreeMap<(String, u64), u64>,
     pub snapshots_made: u64,
+}
+
+impl Table {
+    fn head(&self) -> Option<&Rc<Snapshot>> {
+        let id = self.current?;
+        self.snapshots.iter().rev().find(|s| s.id == id)
+    }
+
+    fn push(&mut self, snapshot: Snapshot) {
+        self.current = Some(snapshot.id);
+        self.snapshots.push(Rc::new(snapshot));
+        self.snapshots_made += 1;
+    }
 }
 
 /// How an operation went, as the fault plan decides.
@@ -113,8 +204,8 @@ pub struct World {
     pub queue: Vec<Message>,
     next_receipt: u64,
     pub tables: BTreeMap<TargetId, Table>,
-    /// Staged data files: (key, object version, rows) each holds.
-    pub files: BTreeMap<String, Vec<(String, u64, u64)>>,
+    /// The files under the tables' locations, by path.
+    pub files: BTreeMap<String, StoredFile>,
     pub next_id: u64,
     /// Processes alive, by (host, pid).
     pub alive: BTreeSet<(String, u32)>,
@@ -136,12 +227,56 @@ pub struct Stats {
     pub commits: u64,
     pub takeovers: u64,
     pub expiries: u64,
+    pub removals: u64,
+    /// Rows a commit deleted by position.
+    pub rows_deleted: u64,
+    pub compactions: u64,
+    pub records_moved: u64,
+    pub orphans_removed: u64,
+}
+
+impl Stats {
+    /// Add another run's.
+    pub fn add(&mut self, o: &Stats) {
+        let Stats {
+            steps,
+            crashes,
+            stalls,
+            faults,
+            versions,
+            messages,
+            rows_landed,
+            commits,
+            takeovers,
+            expiries,
+            removals,
+            rows_deleted,
+            compactions,
+            records_moved,
+            orphans_removed,
+        } = o;
+        self.steps += steps;
+        self.crashes += crashes;
+        self.stalls += stalls;
+        self.faults += faults;
+        self.versions += versions;
+        self.messages += messages;
+        self.rows_landed += rows_landed;
+        self.commits += commits;
+        self.takeovers += takeovers;
+        self.expiries += expiries;
+        self.removals += removals;
+        self.rows_deleted += rows_deleted;
+        self.compactions += compactions;
+        self.records_moved += records_moved;
+        self.orphans_removed += orphans_removed;
+    }
 }
 
 impl World {
     pub fn new(opts: Options, seed: u64) -> Self {
         let mut tables = BTreeMap::new();
-        for t in crate::TABLES {
+        for (t, _) in crate::TABLES {
             tables.insert(TargetId::iceberg("sim", t), Table::default());
         }
         World {
@@ -299,65 +434,86 @@ impl World {
         }
     }
 
-    // --- the tables
+    // --- the tables and their files
 
     pub fn load(&self, target: &TargetId) -> TableView {
         let t = &self.tables[target];
         TableView {
-            current: t.current,
-            history: t
-                .snapshots
-                .iter()
-                .filter_map(|(_, c, _)| c.clone())
-                .collect(),
-            batches: (t.snapshots.iter().flat_map(|(_, _, b)| b.clone()))
-                .chain(t.batch_ids.iter().cloned())
-                .collect(),
+            current: t.head().cloned(),
+            snapshots: t.snapshots.clone(),
             batch_ids: t.batch_ids.clone(),
             commit_ids: t.commit_ids.clone(),
         }
+    }
+
+    /// Write a file under `target`'s location.
+    pub fn write_file(&mut self, target: &TargetId, path: &str, content: Content) {
+        let file = StoredFile {
+            table: target.clone(),
+            written_at: self.now,
+            content,
+        };
+        self.files.insert(path.to_owned(), file);
     }
 
     /// One commit attempt of `files` under `commit_id`, asserting the table is still at
     /// `base.current` (a 409 otherwise) — unless `opts.rebase` makes it re-apply on whatever the
     /// table holds, as iceberg's transaction did before floe answered its reload. Files of
     /// batches a snapshot of `base` took are left out (`floe_iceberg`'s batch check; unless
-    /// `opts.no_batch_check`); `Ok(None)` when none is left.
+    /// `opts.no_batch_check`); `Ok(None)` when none is left. The commit ids and batch ids it
+    /// takes go into the table's properties, as `floe_iceberg::append_exactly_once` sets them.
     pub fn commit(
         &mut self,
         target: &TargetId,
         base: &TableView,
         commit_id: &str,
-        files: &[StagedFile],
+        files: &[Add],
     ) -> Result<Option<i64>, &'static str> {
         let id = self.id() as i64;
-        let rebase = self.opts.rebase;
         let current = self.load(target);
-        let base = if rebase { &current } else { base };
-        let batch_of = |f: &StagedFile| {
-            let rest = f.path.trim_start_matches("sim://");
-            rest.split('/').next().unwrap_or_default().to_owned()
+        let base = if self.opts.rebase { &current } else { base };
+        let taken = if self.opts.no_batch_check {
+            BTreeSet::new()
+        } else {
+            base.batches()
         };
-        let check = !self.opts.no_batch_check;
-        let files: Vec<&StagedFile> = files
-            .iter()
-            .filter(|f| !check || !base.batches.contains(&batch_of(f)))
-            .collect();
-        let batches: Vec<String> = files.iter().map(|f| batch_of(f)).collect();
-        let contents: Vec<(String, u64, u64)> = files
-            .iter()
-            .flat_map(|f| self.files[&f.path].clone())
-            .collect();
-        let t = self.tables.get_mut(target).expect("known table");
-        if t.current != base.current {
+        let files: Vec<&Add> = files.iter().filter(|f| !taken.contains(&f.batch)).collect();
+        let mut batches: Vec<String> = files.iter().map(|f| f.batch.clone()).collect();
+        batches.dedup();
+        if current.current_id() != base.current_id() {
             return Err("409: the table moved since it was loaded");
         }
         if files.is_empty() {
             return Ok(None);
         }
-        t.snapshots
-            .push((id, Some(commit_id.to_owned()), batches.clone()));
-        t.current = Some(id);
+        let (mut data, mut deletes) = match &base.current {
+            Some(s) => (s.data.clone(), s.deletes.clone()),
+            None => Default::default(),
+        };
+        for f in &files {
+            if f.deletes {
+                deletes.insert(f.path.clone());
+            } else {
+                data.insert(f.path.clone());
+                if let Some(StoredFile {
+                    content: Content::Data(rows),
+                    ..
+                }) = self.files.get(&f.path)
+                {
+                    self.stats.rows_landed += rows.len() as u64;
+                }
+            }
+        }
+        let snapshot = Snapshot {
+            id,
+            commit_id: Some(commit_id.to_owned()),
+            batches: batches.clone(),
+            at: self.now,
+            data,
+            deletes,
+        };
+        let t = self.tables.get_mut(target).expect("known table");
+        t.push(snapshot);
         let mut ids = base.commit_ids.clone();
         ids.push_back(commit_id.to_owned());
         while ids.len() > floe_iceberg::commit::RECENT_COMMIT_IDS {
@@ -371,24 +527,78 @@ impl World {
             recent.pop_front();
         }
         t.batch_ids = recent;
-        t.snapshots_made += 1;
-        for (key, version, rows) in contents {
-            *t.rows.entry((key, version)).or_default() += rows;
-            self.stats.rows_landed += rows;
-        }
         self.stats.commits += 1;
         Ok(Some(id))
+    }
+
+    /// A compaction's `replace` snapshot (`floe_iceberg::maintain::rewrite_updates`): `removed`
+    /// data and delete files out, `added` in, its commit id in the summary, asserting the table
+    /// is still at `base.current`.
+    pub fn rewrite(
+        &mut self,
+        target: &TargetId,
+        base: &TableView,
+        commit_id: &str,
+        removed: &BTreeSet<String>,
+        added: &[String],
+    ) -> Result<i64, &'static str> {
+        let id = self.id() as i64;
+        let t = self.tables.get_mut(target).expect("known table");
+        let Some(head) = t.head().filter(|_| t.current == base.current_id()).cloned() else {
+            return Err("409: the table moved since it was loaded");
+        };
+        let mut data: BTreeSet<String> = head.data.difference(removed).cloned().collect();
+        data.extend(added.iter().cloned());
+        t.push(Snapshot {
+            id,
+            commit_id: Some(commit_id.to_owned()),
+            batches: Vec::new(),
+            at: self.now,
+            data,
+            deletes: head.deletes.difference(removed).cloned().collect(),
+        });
+        self.stats.compactions += 1;
+        Ok(id)
+    }
+
+    /// Expire the snapshots `ids` (`floe_iceberg::maintain::expire_updates`), asserting the
+    /// table is still at `base.current`.
+    pub fn expire(
+        &mut self,
+        target: &TargetId,
+        base: &TableView,
+        ids: &BTreeSet<i64>,
+    ) -> Result<(), &'static str> {
+        let t = self.tables.get_mut(target).expect("known table");
+        if t.current != base.current_id() {
+            return Err("409: the table moved since it was loaded");
+        }
+        t.snapshots.retain(|s| !ids.contains(&s.id));
+        self.stats.expiries += 1;
+        Ok(())
     }
 
     /// Another writer commits to the table (its snapshot carries no floe commit id).
     pub fn foreign_commit(&mut self, target: &TargetId) {
         let id = self.id() as i64;
+        let now = self.now;
         let t = self.tables.get_mut(target).expect("known table");
-        t.snapshots.push((id, None, Vec::new()));
-        t.current = Some(id);
+        let (data, deletes) = match t.head() {
+            Some(s) => (s.data.clone(), s.deletes.clone()),
+            None => Default::default(),
+        };
+        t.push(Snapshot {
+            id,
+            commit_id: None,
+            batches: Vec::new(),
+            at: now,
+            data,
+            deletes,
+        });
     }
 
-    /// Table maintenance expires every snapshot but the current one.
+    /// Snapshot management outside floe (the catalog's own, as S3 Tables runs it) expires every
+    /// snapshot but the current one.
     pub fn expire_snapshots(&mut self) {
         for t in self.tables.values_mut() {
             let keep = t.snapshots.len().saturating_sub(1);
@@ -397,16 +607,65 @@ impl World {
         self.stats.expiries += 1;
     }
 
+    /// The files under `target`'s location, as a listing returns them.
+    pub fn list(&self, target: &TargetId) -> Vec<ListedFile> {
+        (self.files.iter())
+            .filter(|(_, f)| &f.table == target)
+            .map(|(path, f)| ListedFile {
+                path: path.clone(),
+                size: 1,
+                modified_ms: f.written_at,
+            })
+            .collect()
+    }
+
+    /// The rows a data file holds once the table's delete files are applied: (position, key,
+    /// version) of each, or the first file the table reads that is not there.
+    pub fn read_rows(
+        &self,
+        view: &TableView,
+        path: &str,
+    ) -> Result<Vec<(u64, String, u64)>, String> {
+        let missing = |p: &str| format!("{p} is read by the table but was removed");
+        let Some(StoredFile {
+            content: Content::Data(rows),
+            ..
+        }) = self.files.get(path)
+        else {
+            return Err(missing(path));
+        };
+        let mut deleted = BTreeSet::new();
+        for d in view.current.iter().flat_map(|s| &s.deletes) {
+            match self.files.get(d) {
+                Some(StoredFile {
+                    content: Content::Deletes { file, positions },
+                    ..
+                }) => {
+                    if file == path {
+                        deleted.extend(positions.iter().copied());
+                    }
+                }
+                _ => return Err(missing(d)),
+            }
+        }
+        Ok((rows.iter().enumerate())
+            .filter(|(i, _)| !deleted.contains(&(*i as u64)))
+            .map(|(i, (k, v))| (i as u64, k.clone(), *v))
+            .collect())
+    }
+
     /// Whether the process that wrote `owner` is known dead to a judge on `host` (the real
     /// check reads /proc, so it only sees its own host).
     pub fn owner_dead(&self, owner: &Owner, host: &str) -> bool {
         owner.host == host && !self.alive.contains(&(owner.host.clone(), owner.pid))
     }
 
-    /// Nothing left to do: every message gone, nothing staged and waiting, no commit open.
+    /// Nothing left to do: every message gone, nothing staged and waiting, no commit open, no
+    /// compaction left for the next holder of a lease to finish.
     pub fn drained(&self) -> bool {
         self.queue.iter().all(|m| m.gone)
             && self.scan("commit/").is_empty()
+            && self.scan("maint/").is_empty()
             && self.scan("batch/").iter().all(|(_, v, _)| match v {
                 Value::Batch(b) => b.state != floe_pipeline::protocol::records::BatchState::Staged,
                 _ => true,
