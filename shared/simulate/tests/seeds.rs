@@ -150,3 +150,18 @@ fn orphan_removal_that_ignores_staged_batches_is_found_losing_a_file() {
     let (seed, why) = found_by(&opts, &safe, 20_000);
     assert!(why.contains("was removed"), "seed {seed}: {why}");
 }
+
+/// Seeds that found bugs in floe, kept as they ran.
+fn holds(seed: u64, opts: &Options) {
+    if let Err(why) = run(seed, opts) {
+        panic!("seed {seed}: {why}");
+    }
+}
+
+/// A batch read version 1 of an object, and staged it only after the object's removal (claimed
+/// over its claim) had been committed. The table held nothing of the object yet, so the
+/// removal recorded nothing, and version 1's rows landed after it: a removed object came back.
+#[test]
+fn a_version_staged_after_its_removal_was_committed_stays_out() {
+    holds(8_522, &Options::default());
+}
