@@ -8,8 +8,11 @@
 //! against what the table holds:
 //! - a version newer than the one held replaces it: the held version's rows are deleted (by
 //!   position, in the snapshot that adds the new rows), and the new version is held;
-//! - a removal newer than the held version deletes its rows and is held as a removal, so a
-//!   late delivery of an older version cannot bring the rows back;
+//! - a removal newer than the held version, or of an object the table holds nothing of,
+//!   deletes its rows (if any) and is held as a removal, so an older version cannot bring rows
+//!   back: one delivered late, or one read before the removal whose batch stages after the
+//!   removal committed (the removal's claim is taken over the version's; it cannot stop a
+//!   batch already past reading);
 //! - the held version again, or an older one (delivered late, or staged by a batch that
 //!   finished after a newer one committed), deletes its own new rows: it never lands;
 //! - an append (only the bytes added since the held version were read) adds its rows to the
@@ -105,7 +108,6 @@ pub fn resolve(
         let key = (inc.bucket.clone(), inc.key.clone());
         let current = out.held.get(&key).or_else(|| held.get(&key));
         let next = match current {
-            None if inc.operation == Operation::Removed => None,
             None => Some(inc.clone()),
             Some(cur) if same_version(cur, inc) || older(inc, cur) => {
                 doom(&mut out.deletes, batch, &inc.rows);
@@ -255,10 +257,17 @@ mod tests {
             ])
         );
         assert_eq!(r.held[&key("a")], gone);
-        // A removal of an object the table never held changes nothing (a late version of it is
-        // stale by its claim).
-        let r = resolve(&HashMap::new(), &[(0, &removal("z", "05"))]);
-        assert!(r.deletes.is_empty() && r.held.is_empty());
+        // A removal of an object the table holds nothing of deletes nothing, and is held: a
+        // version read before it, whose batch stages after the removal committed, stays out.
+        let gone = removal("z", "05");
+        let r = resolve(&HashMap::new(), &[(0, &gone)]);
+        assert!(r.deletes.is_empty());
+        assert_eq!(r.held[&key("z")], gone);
+        let after: HashMap<ObjKey, ObjectRows> = r.held.into_iter().collect();
+        let read_before = version("z", "e1", "03", &[("f3", 0, 2)]);
+        let r = resolve(&after, &[(0, &read_before)]);
+        assert_eq!(r.deletes, BTreeMap::from([((0, "f3".into()), vec![0, 1])]));
+        assert!(r.held.is_empty());
     }
 
     #[test]
