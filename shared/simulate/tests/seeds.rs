@@ -165,3 +165,12 @@ fn holds(seed: u64, opts: &Options) {
 fn a_version_staged_after_its_removal_was_committed_stays_out() {
     holds(8_522, &Options::default());
 }
+
+/// An object was removed twice (put, removed, put, removed). The first removal's message came
+/// back late, met the second removal's claim held by a dead batch, and took it over as its
+/// own: removals have no ETag, so the two looked like one version. The second removal's
+/// messages were then duplicates of it, and the version between them kept its rows.
+#[test]
+fn a_late_removal_does_not_stand_for_a_later_one() {
+    holds(6_287, &Options::default());
+}
