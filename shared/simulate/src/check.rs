@@ -17,11 +17,10 @@ type Landed = BTreeMap<(String, u64), Vec<(String, u64)>>;
 fn landed(w: &World, target: &TargetId) -> Result<Landed, String> {
     let view = w.load(target);
     let mut out = Landed::new();
-    for path in view.current.iter().flat_map(|s| &s.data) {
+    for (path, entries) in view.current.iter().flat_map(|s| &s.data) {
         for (pos, key, version) in w.read_rows(&view, path)? {
-            out.entry((key, version))
-                .or_default()
-                .push((path.clone(), pos));
+            let rows = out.entry((key, version)).or_default();
+            rows.extend((0..*entries).map(|_| (path.clone(), pos)));
         }
     }
     Ok(out)
@@ -49,7 +48,7 @@ pub fn invariant(w: &World) -> Result<(), String> {
         let Some(table) = tables.get(&target) else {
             continue;
         };
-        let replaces = crate::replaces(&target);
+        let replaces = crate::replaces(&w.opts, &target);
         for (i, v) in versions.iter().enumerate() {
             let n = i as u64 + 1;
             let landed = table.get(&(key.clone(), n)).map_or(0, |r| r.len() as u64);
@@ -157,7 +156,7 @@ pub fn describe(w: &World) -> String {
         .map(|t| {
             let view = w.load(t);
             let files: Vec<String> = (view.current.iter())
-                .flat_map(|s| s.data.iter().chain(&s.deletes))
+                .flat_map(|s| s.data.keys().chain(&s.deletes))
                 .cloned()
                 .collect();
             format!(

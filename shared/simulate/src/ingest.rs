@@ -210,7 +210,9 @@ async fn ingest(
     // `route_all`: a removal from a table that appends has no records.
     let mut routed = Vec::new();
     for (i, c) in changes.iter().enumerate() {
-        if c.operation == Operation::Removed && !crate::replaces(&target_of(&c.key)) {
+        if c.operation == Operation::Removed
+            && !crate::replaces(&w.borrow().opts, &target_of(&c.key))
+        {
             record_ignored(w, c).await?;
             outcomes[i] = Some(Outcome::Ignored("a removed object has no records".into()));
         } else {
@@ -328,7 +330,7 @@ async fn ingest(
         })
         .await?;
         let mut objects = Vec::new();
-        if crate::replaces(&target) {
+        if crate::replaces(&w.borrow().opts, &target) {
             let mut start = 0;
             for &(i, _, rows) in &rows {
                 let runs = vec![SourceRows {

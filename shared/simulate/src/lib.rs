@@ -59,10 +59,9 @@ pub const BUCKET: &str = "landing";
 pub const TABLES: [(&str, bool); 2] = [("a", false), ("b", true)];
 
 /// Whether `target` replaces the rows of an object that changes.
-pub fn replaces(target: &TargetId) -> bool {
-    TABLES
-        .iter()
-        .any(|(t, replace)| *replace && ingest::target_table(target) == *t)
+pub fn replaces(opts: &Options, target: &TargetId) -> bool {
+    !opts.appends_only
+        && (TABLES.iter()).any(|(t, replace)| *replace && ingest::target_table(target) == *t)
 }
 
 /// The shape of a run and how often things go wrong.
@@ -72,6 +71,9 @@ pub struct Options {
     pub committers: usize,
     /// `floe maintain` processes (0: no maintenance).
     pub maintainers: usize,
+    /// Both tables append (`on-change = append`): the batch check is then the one guard
+    /// against a batch landing twice (a replacing table also drops rows of a version it holds).
+    pub appends_only: bool,
     /// Objects put (new keys and overwrites) or removed.
     pub puts: u64,
     /// Of those, the share that removes an object (one that exists).
@@ -132,6 +134,7 @@ impl Default for Options {
             instances: 3,
             committers: 2,
             maintainers: 1,
+            appends_only: false,
             puts: 16,
             removes: 0.15,
             keys: 5,

@@ -1,7 +1,7 @@
 //! `floe-simulate`: run a block of seeds of the protocol simulation.
 //!
 //! ```text
-//! floe-simulate [--seeds N] [--from S] [--seed S] [--trace] [--all] [--heavy] [--no-maintenance]
+//! floe-simulate [--seeds N] [--from S] [--seed S] [--trace] [--all] [--heavy] [--no-maintenance] [--appends-only]
 //!               [--orphan-age-ms MS]
 //!               [--rebase | --no-batch-check | --claim-error-continues | --compaction-keeps-rows
 //!                | --orphans-ignore-batches | --maintain-in-flight]
@@ -57,6 +57,7 @@ fn main() {
             "--heavy" | "--all" => {}
             "--trace" => opts.trace = true,
             "--no-maintenance" => opts.maintainers = 0,
+            "--appends-only" => opts.appends_only = true,
             "--rebase" => opts.rebase = true,
             "--no-batch-check" => opts.no_batch_check = true,
             "--claim-error-continues" => opts.claim_error_continues = true,
@@ -113,7 +114,7 @@ fn main() {
 
 fn usage(arg: &str) -> ! {
     eprintln!(
-        "floe-simulate: bad argument {arg}\nusage: floe-simulate [--seeds N] [--from S] [--seed S] [--trace] [--all] [--heavy] [--no-maintenance] [--orphan-age-ms MS] [--rebase | --no-batch-check | --claim-error-continues | --compaction-keeps-rows | --orphans-ignore-batches | --maintain-in-flight]"
+        "floe-simulate: bad argument {arg}\nusage: floe-simulate [--seeds N] [--from S] [--seed S] [--trace] [--all] [--heavy] [--no-maintenance] [--appends-only] [--orphan-age-ms MS] [--rebase | --no-batch-check | --claim-error-continues | --compaction-keeps-rows | --orphans-ignore-batches | --maintain-in-flight]"
     );
     std::process::exit(2)
 }

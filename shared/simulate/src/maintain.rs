@@ -141,7 +141,7 @@ async fn compact(
     };
     // One partition: worth rewriting with two small data files, or any deletes.
     let small = read(w, "read manifests", |w| {
-        (head.data.iter())
+        (head.data.keys())
             .filter(|p| match w.files.get(*p).map(|f| &f.content) {
                 Some(Content::Data(rows)) => rows.len() < COMPACTED_ROWS,
                 _ => true,
@@ -154,8 +154,12 @@ async fn compact(
     }
     let id = format!("m{:08}", w.borrow_mut().id());
     let table = target_table(target);
+    if head.data.values().any(|n| *n > 1) {
+        // A file the table names twice: its second entry is not in the table's scan.
+        return Err(Error::unexpected("a data file is live twice"));
+    }
     let read_all = read(w, "read data files", |w| {
-        (head.data.iter())
+        (head.data.keys())
             .map(|path| {
                 let total = match w.files.get(path).map(|f| &f.content) {
                     Some(Content::Data(rows)) => rows.len() as u64,
@@ -208,7 +212,7 @@ async fn compact(
         .await?;
         added.push(path);
     }
-    let removed: BTreeSet<String> = head.data.union(&head.deletes).cloned().collect();
+    let removed: BTreeSet<String> = head.data.keys().chain(&head.deletes).cloned().collect();
     let record = MaintRecord {
         id: id.clone(),
         table: table.to_owned(),

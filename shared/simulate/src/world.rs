@@ -94,7 +94,9 @@ pub struct Snapshot {
     pub commit_id: Option<String>,
     pub batches: Vec<String>,
     pub at: i64,
-    pub data: BTreeSet<String>,
+    /// Data files, each with how many manifest entries name it: a file added twice is read
+    /// twice.
+    pub data: BTreeMap<String, u32>,
     pub deletes: BTreeSet<String>,
 }
 
@@ -147,13 +149,15 @@ impl TableView {
 
     /// Whether the current snapshot reads the data file `path`.
     pub fn live(&self, path: &str) -> bool {
-        self.current.as_ref().is_some_and(|s| s.data.contains(path))
+        self.current
+            .as_ref()
+            .is_some_and(|s| s.data.contains_key(path))
     }
 
     /// Every file a snapshot of the history reads (`floe_iceberg::orphans::referenced_files`).
     pub fn referenced(&self) -> BTreeSet<String> {
         (self.snapshots.iter())
-            .flat_map(|s| s.data.iter().chain(&s.deletes).cloned())
+            .flat_map(|s| s.data.keys().chain(&s.deletes).cloned())
             .collect()
     }
 }
@@ -494,7 +498,7 @@ impl World {
             if f.deletes {
                 deletes.insert(f.path.clone());
             } else {
-                data.insert(f.path.clone());
+                *data.entry(f.path.clone()).or_default() += 1;
                 if let Some(StoredFile {
                     content: Content::Data(rows),
                     ..
@@ -547,8 +551,11 @@ impl World {
         let Some(head) = t.head().filter(|_| t.current == base.current_id()).cloned() else {
             return Err("409: the table moved since it was loaded");
         };
-        let mut data: BTreeSet<String> = head.data.difference(removed).cloned().collect();
-        data.extend(added.iter().cloned());
+        let mut data: BTreeMap<String, u32> = (head.data.iter())
+            .filter(|(p, _)| !removed.contains(*p))
+            .map(|(p, n)| (p.clone(), *n))
+            .collect();
+        data.extend(added.iter().map(|p| (p.clone(), 1)));
         t.push(Snapshot {
             id,
             commit_id: Some(commit_id.to_owned()),
