@@ -1,5 +1,6 @@
 //! Deciding what to do with an object change given what the checkpoint table remembers of it.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use floe_core::{ObjectChange, Operation, compare_sequencers_opt};
@@ -30,7 +31,8 @@ pub fn normalize_etag(etag: &str) -> String {
 
 /// Whether `change` is the version `rec` describes: same operation, same ETag (normalised), and
 /// the same version id when both sides have one (a listing reports no version ids; the event
-/// for the same version does).
+/// for the same version does). A removal has no ETag: two removals are one change unless their
+/// sequencers (else event times) tell them apart.
 pub fn same_version(rec: &ObjRecord, change: &ObjectChange) -> bool {
     let etags = match (&rec.etag, &change.etag) {
         (Some(a), Some(b)) => normalize_etag(a) == normalize_etag(b),
@@ -40,19 +42,27 @@ pub fn same_version(rec: &ObjRecord, change: &ObjectChange) -> bool {
         (Some(a), Some(b)) => a == b,
         _ => true,
     };
-    rec.operation == change.operation && etags && versions
+    let removals = rec.operation == Operation::Removed && change.operation == Operation::Removed;
+    let apart = removals && order(rec, change).is_some_and(Ordering::is_ne);
+    rec.operation == change.operation && etags && versions && !apart
+}
+
+/// How `change` is ordered against what `rec` describes: by sequencers when both have one,
+/// else by event times; `None` when neither tells.
+fn order(rec: &ObjRecord, change: &ObjectChange) -> Option<Ordering> {
+    if let Some(ord) = compare_sequencers_opt(change.sequencer.as_deref(), rec.sequencer.as_deref())
+    {
+        return Some(ord);
+    }
+    match (change.event_time, rec.event_time_ms) {
+        (Some(t), Some(r)) => Some(t.timestamp_millis().cmp(&r)),
+        _ => None,
+    }
 }
 
 /// Whether `change` happened before what `rec` describes (sequencers first, then event times).
 pub fn is_older(rec: &ObjRecord, change: &ObjectChange) -> bool {
-    if let Some(ord) = compare_sequencers_opt(change.sequencer.as_deref(), rec.sequencer.as_deref())
-    {
-        return ord.is_lt();
-    }
-    match (change.event_time, rec.event_time_ms) {
-        (Some(t), Some(r)) => t.timestamp_millis() < r,
-        _ => false,
-    }
+    order(rec, change).is_some_and(Ordering::is_lt)
 }
 
 /// Within one batch, several changes may name the same object: a queue delivers a message
@@ -181,10 +191,8 @@ pub fn decide(existing: Option<&ObjRecord>, change: &ObjectChange, my_batch: &st
             }
         };
     }
-    // A removal of an object never seen created, or of one already removed, is nothing new.
-    if change.operation == Operation::Removed && rec.operation == Operation::Removed {
-        return Decision::Duplicate;
-    }
+    // A later removal is a change of its own (see `same_version`), claimed like a new version:
+    // once held, it keeps out a version put between the two removals and delivered late.
     if is_older(rec, change) {
         return Decision::Stale;
     }
@@ -303,9 +311,43 @@ mod tests {
         let mut removed = rec("e1", None, 10, staged);
         removed.operation = Operation::Removed;
         removed.etag = None;
-        let mut rm = change("x", None, 12, Operation::Removed);
-        rm.etag = None;
-        assert_eq!(decide(Some(&removed), &rm, "mine"), Decision::Duplicate);
+        let removal = |seq: Option<&str>, t: i64| ObjectChange {
+            etag: None,
+            ..change("x", seq, t, Operation::Removed)
+        };
+        assert_eq!(
+            decide(Some(&removed), &removal(None, 10), "mine"),
+            Decision::Duplicate,
+            "the same removal again"
+        );
+        assert_eq!(
+            decide(Some(&removed), &removal(None, 12), "mine"),
+            Decision::Claim,
+            "a later removal is a change of its own"
+        );
+        assert_eq!(
+            decide(Some(&removed), &removal(None, 8), "mine"),
+            Decision::Stale,
+            "an earlier removal"
+        );
+        // Removals have no ETag: their sequencers tell them apart. An earlier one delivered
+        // late does not take a later one's claim as its own, nor a later one wait for an
+        // earlier one's.
+        let mut claimed = rec("", Some("0C"), 10, ObjState::Claimed { batch: "b9".into() });
+        claimed.operation = Operation::Removed;
+        claimed.etag = None;
+        assert_eq!(
+            decide(Some(&claimed), &removal(Some("0C"), 10), "mine"),
+            Decision::ClaimedBy("b9".into())
+        );
+        assert_eq!(
+            decide(Some(&claimed), &removal(Some("03"), 10), "mine"),
+            Decision::Stale
+        );
+        assert_eq!(
+            decide(Some(&claimed), &removal(Some("1A"), 10), "mine"),
+            Decision::Claim
+        );
     }
 
     #[test]

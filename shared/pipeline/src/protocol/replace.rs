@@ -76,7 +76,8 @@ fn older(a: &ObjectRows, b: &ObjectRows) -> bool {
     matches!((a.event_time_ms, b.event_time_ms), (Some(x), Some(y)) if x < y)
 }
 
-/// Whether `a` and `b` are the same version of the object.
+/// Whether `a` and `b` are the same version of the object (removals have no ETag: two are one
+/// unless their order tells them apart).
 fn same_version(a: &ObjectRows, b: &ObjectRows) -> bool {
     let etags = match (&a.etag, &b.etag) {
         (Some(x), Some(y)) => normalize_etag(x) == normalize_etag(y),
@@ -86,7 +87,9 @@ fn same_version(a: &ObjectRows, b: &ObjectRows) -> bool {
         (Some(x), Some(y)) => x == y,
         _ => true,
     };
-    a.operation == b.operation && etags && versions
+    let removals = a.operation == Operation::Removed && b.operation == Operation::Removed;
+    let apart = removals && (older(a, b) || older(b, a));
+    a.operation == b.operation && etags && versions && !apart
 }
 
 fn doom(deletes: &mut Deletes, batch: usize, rows: &[floe_iceberg::SourceRows]) {
@@ -267,6 +270,24 @@ mod tests {
         let read_before = version("z", "e1", "03", &[("f3", 0, 2)]);
         let r = resolve(&after, &[(0, &read_before)]);
         assert_eq!(r.deletes, BTreeMap::from([((0, "f3".into()), vec![0, 1])]));
+        assert!(r.held.is_empty());
+    }
+
+    #[test]
+    fn a_later_removal_is_held_over_an_earlier_one() {
+        // Put, removed, put again and removed again: the second removal is held, so the
+        // version between the two, staged late, stays out; the first removal again changes
+        // nothing.
+        let first = removal("a", "02");
+        let held = HashMap::from([(key("a"), first.clone())]);
+        let second = removal("a", "07");
+        let r = resolve(&held, &[(0, &second)]);
+        assert!(r.deletes.is_empty());
+        assert_eq!(r.held[&key("a")], second);
+        let after: HashMap<ObjKey, ObjectRows> = r.held.into_iter().collect();
+        let between = version("a", "e3", "05", &[("f5", 0, 2)]);
+        let r = resolve(&after, &[(0, &between), (1, &first)]);
+        assert_eq!(r.deletes, BTreeMap::from([((0, "f5".into()), vec![0, 1])]));
         assert!(r.held.is_empty());
     }
 
