@@ -253,6 +253,12 @@ pub struct AppendRequest {
     /// The branch the snapshot goes on (`None`: `main`); one that does not exist yet is made
     /// from `main`'s current snapshot (Kafka Connect's `iceberg.tables.default-commit-branch`).
     pub branch: Option<String>,
+    /// The snapshot of `main` the request's position deletes were worked out on (`None`: no
+    /// such deletes, or no check). An attempt on a table that has moved since is made only while
+    /// every data file they name (other than the request's own) is still in it: a compaction
+    /// that landed meanwhile rewrote the rows they would delete, and the append fails instead
+    /// (a conflict, not retried here) so that the caller works its deletes out again.
+    pub deletes_on: Option<i64>,
 }
 
 /// Hook called after each attempt that reached the catalog with whether it succeeded; returning
@@ -302,6 +308,19 @@ pub async fn append_with_hook(
             return Ok(AppendOutcome::AlreadyCommitted {
                 snapshot_id: found.snapshot_id,
             });
+        }
+        if let Some(base) = req.deletes_on
+            && table.metadata().current_snapshot_id() != Some(base)
+            && !deleted_files_live(&table, req).await?
+        {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "commit {} to {}: a data file its position deletes name was rewritten since \
+                     they were worked out (a compaction landed); they are worked out again",
+                    req.commit_id, req.table
+                ),
+            ));
         }
         let Attempt {
             files,
@@ -384,6 +403,22 @@ pub async fn append_with_hook(
         tracing::warn!(table = %req.table, commit_id = %req.commit_id, attempt, error = %message, "commit conflict or unknown outcome; checking history before retrying");
         retry.sleep(delay).await;
     }
+}
+
+/// Whether every data file `req`'s position deletes name, other than its own, is live in
+/// `table` (see [`AppendRequest::deletes_on`]).
+async fn deleted_files_live(table: &Table, req: &AppendRequest) -> Result<bool> {
+    let own: BTreeSet<&str> = (req.files.iter())
+        .filter(|f| f.content_type() == DataContentType::Data)
+        .map(|f| f.file_path())
+        .collect();
+    let named: BTreeSet<String> = (req.files.iter())
+        .filter(|f| f.content_type() == DataContentType::PositionDeletes)
+        .filter_map(|f| f.referenced_data_file())
+        .filter(|p| !own.contains(p.as_str()))
+        .collect();
+    let live = crate::delta::live_data_files(table, &named).await?;
+    Ok(live.len() == named.len())
 }
 
 /// A catalog whose table commits iceberg's transaction never retries, and whose table loads

@@ -171,6 +171,7 @@ async fn write_stage_commit_once_and_read_back_with_pyiceberg() {
         deadline: Instant::now() + Duration::from_secs(30),
         file_batches: Vec::new(),
         branch: None,
+        deletes_on: None,
     };
     // The catalog applies the commit but its answer is "lost": the retry must find the commit in
     // the table history and not append the files again.
@@ -259,6 +260,7 @@ async fn two_attempts_of_one_commit_racing_land_it_once() {
         deadline: Instant::now() + Duration::from_secs(30),
         file_batches: Vec::new(),
         branch: None,
+        deletes_on: None,
     };
     let (a, b, conflicts) = common::RacingCatalog::pair(catalog.clone(), catalog.clone());
     let (ra, rb) = tokio::join!(
@@ -300,6 +302,7 @@ async fn a_commit_landed_between_the_check_and_the_attempt_is_not_applied_again(
         deadline: Instant::now() + Duration::from_secs(30),
         file_batches: Vec::new(),
         branch: None,
+        deletes_on: None,
     };
     let racing = common::LandsAfterCheck::new(catalog.clone(), req.clone());
     let outcome = floe_iceberg::append_exactly_once(&racing, &req)
@@ -340,6 +343,7 @@ async fn a_batch_taken_by_an_expired_snapshot_is_not_appended_again() {
             deadline: Instant::now() + Duration::from_secs(30),
             file_batches,
             branch: None,
+            deletes_on: None,
         }
     };
     let first = request("commit-a", taken.clone(), Some("batch-1"));
@@ -405,6 +409,7 @@ async fn a_commit_whose_snapshot_expired_is_still_found() {
                 deadline: Instant::now() + Duration::from_secs(30),
                 file_batches: Vec::new(),
                 branch: None,
+                deletes_on: None,
             };
             floe_iceberg::append_exactly_once(catalog.as_ref(), &req)
                 .await
@@ -454,6 +459,7 @@ fn request(
         deadline: Instant::now() + Duration::from_secs(30),
         file_batches: Vec::new(),
         branch: None,
+        deletes_on: None,
     }
 }
 

@@ -910,6 +910,7 @@ async fn a_stray_commit_record_recovered_after_the_landed_one_expired_appends_no
             deadline: std::time::Instant::now() + Duration::from_secs(30),
             file_batches: Vec::new(),
             branch: None,
+            deletes_on: None,
         };
         floe_iceberg::append_exactly_once(catalog.as_ref(), &other)
             .await

@@ -2,11 +2,12 @@
 //! take each one's lease, finish the commit records an earlier committer left, plan, record the
 //! commit, renew the lease, ask the table whether the commit is in, and if not commit it: for a
 //! table that replaces changed objects' rows, first finish a compaction an earlier holder of
-//! the lease left, read what the table holds of the commit's objects (`rows/` records), work
-//! out the rows they replace ([`replace::resolve`]) and write their position deletes; then
-//! append data and delete files in one snapshot with floe's history check before every
-//! attempt. Then mark the commit done, record what the table holds now ([`replace::settle`]),
-//! mark the batches, delete the record, release the lease.
+//! the lease left (and load the table again after one), read what the table holds of the
+//! commit's objects (`rows/` records), work out the rows they replace ([`replace::resolve`])
+//! and write their position deletes; then append data and delete files in one snapshot with
+//! floe's history check before every attempt, never on a table that no longer holds the files
+//! the deletes name. Then mark the commit done, record what the table holds now
+//! ([`replace::settle`]), mark the batches, delete the record, release the lease.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -23,7 +24,7 @@ use floe_pipeline::targets::TargetId;
 
 use crate::exec::{Shared, op, read, step};
 use crate::ingest::target_table;
-use crate::world::{Add, Content, TableView, Value};
+use crate::world::{Add, Content, TableView, Value, World};
 
 /// What the table holds of some objects, and each record's version.
 type HeldRows = (HashMap<ObjKey, ObjectRows>, HashMap<ObjKey, u64>);
@@ -305,7 +306,22 @@ async fn commit_to(
     table: &TableView,
     known: &mut Option<(String, HeldRows)>,
 ) -> Result<Option<i64>> {
+    let replaces = !replace::incoming(batches, target).is_empty();
+    let reloaded;
+    let mut table = table;
+    if replaces
+        && crate::maintain::finish_maintenance(w, target)
+            .await?
+            .is_some()
+    {
+        // A compaction an earlier holder of the lease left moves the rows this commit replaces:
+        // finished first, and the table loaded again (it may have landed since).
+        reloaded = read(w, "load table", |w| w.load(target)).await?;
+        table = &reloaded;
+    }
     let replaced = replaced_rows(w, target, rec, batches, table, known).await?;
+    // Position deletes were worked out on this table (`AppendRequest::deletes_on`).
+    let deletes_on = (!replaced.is_empty()).then(|| table.current_id()).flatten();
     // Each batch's data files, then its delete files (`IcebergTarget::request`).
     let mut files = Vec::new();
     for b in batches {
@@ -322,7 +338,7 @@ async fn commit_to(
     if files.is_empty() {
         return Ok(None);
     }
-    append_exactly_once(w, target, &rec.id, &files).await
+    append_exactly_once(w, target, &rec.id, &files, deletes_on).await
 }
 
 /// `IcebergTarget::replaced_rows`: for each batch, the position delete files it adds (written
@@ -339,8 +355,6 @@ async fn replaced_rows(
     if incoming.is_empty() {
         return Ok(BTreeMap::new());
     }
-    // A compaction an earlier holder of the lease left moves the rows this commit replaces.
-    crate::maintain::finish_maintenance(w, target).await?;
     let (held, versions) = held(w, target, &incoming).await?;
     let resolution = replace::resolve(&held, &incoming);
     *known = Some((rec.id.clone(), (held, versions)));
@@ -470,12 +484,15 @@ async fn settle(
 }
 
 /// `floe_iceberg::append_exactly_once`: load, look for the commit id, attempt on the table
-/// that was loaded; a refused or unanswered attempt goes back to the load.
+/// that was loaded; a refused or unanswered attempt goes back to the load. Position deletes
+/// worked out on the table at `deletes_on` are not applied to a table that moved since and no
+/// longer holds the data files they name: the commit fails, to be worked out again.
 async fn append_exactly_once(
     w: &Shared,
     target: &TargetId,
     commit_id: &str,
     files: &[Add],
+    deletes_on: Option<i64>,
 ) -> Result<Option<i64>> {
     let mut last = None;
     for _ in 0..6 {
@@ -490,6 +507,17 @@ async fn append_exactly_once(
         if table.has(commit_id) {
             return Ok(table.current_id());
         }
+        if deletes_on.is_some_and(|base| table.current_id() != Some(base))
+            && !read(w, "read manifests", |w| {
+                deleted_files_live(w, &table, files)
+            })
+            .await?
+        {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                "a data file the position deletes name was rewritten since",
+            ));
+        }
         // Another writer may move the table between the load and the attempt.
         crate::maintain::maybe_foreign(w, target);
         match op(w, "append", |w| w.commit(target, &table, commit_id, files)).await {
@@ -500,4 +528,17 @@ async fn append_exactly_once(
         }
     }
     Err(last.unwrap_or_else(|| Error::unexpected("no attempt")))
+}
+
+/// `floe_iceberg::commit::deleted_files_live`: whether every data file the position deletes
+/// among `files` name, other than the commit's own, is live in `table`.
+fn deleted_files_live(w: &World, table: &TableView, files: &[Add]) -> bool {
+    let own: BTreeSet<&str> = (files.iter())
+        .filter(|f| !f.deletes)
+        .map(|f| f.path.as_str())
+        .collect();
+    (files.iter().filter(|f| f.deletes)).all(|f| match w.files.get(&f.path).map(|s| &s.content) {
+        Some(Content::Deletes { file, .. }) => own.contains(file.as_str()) || table.live(file),
+        _ => true,
+    })
 }

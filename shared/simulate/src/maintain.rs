@@ -1,15 +1,15 @@
 //! Table maintenance, step for step as `floe maintain` runs it on a table
 //! (`Committer::maintain_table`): take the table's commit lease (the committers' own), finish a
-//! compaction an earlier holder left, leave the table alone while a commit is in flight, then
-//! compact, expire snapshots and remove orphan files, renewing the lease before each table
-//! commit and before deleting anything.
+//! compaction an earlier holder left (superseding one that may still land), leave the table
+//! alone while a commit is in flight, then compact, expire snapshots and remove orphan files,
+//! renewing the lease before each table commit and before deleting anything.
 //!
 //! A compaction is `floe_iceberg::maintain::compact` at the grain the simulation keeps: every
 //! data file of the table read in path order with its position deletes applied, the survivors
 //! written into new files, and where each old file's rows went ([`Moved`]) recorded under
 //! `maint/<target>` before the `replace` snapshot is committed; once that snapshot is in, the
 //! `rows/` records pointing at the old files are moved ([`replace::moved`]) and the record
-//! dropped. Expiry removes the snapshots older than a cutoff but the current one. Orphan
+//! dropped, and while it may still land the record stays ([`replace::compaction`]). Expiry removes the snapshots older than a cutoff but the current one. Orphan
 //! removal lists the table's location and deletes what no snapshot of the history reads and no
 //! live batch names ([`batch::named_files`]), once older than the safe age
 //! ([`floe_iceberg::orphans::select`]).
@@ -21,7 +21,7 @@ use floe_iceberg::SourceRows;
 use floe_iceberg::maintain::Moved;
 use floe_pipeline::protocol::batch;
 use floe_pipeline::protocol::records::{BatchRecord, Owner, commit_prefix, lease_key};
-use floe_pipeline::protocol::replace;
+use floe_pipeline::protocol::replace::{self, Compaction};
 use floe_pipeline::targets::TargetId;
 use floe_pipeline::targets::maintain::{MaintRecord, maint_key};
 
@@ -74,7 +74,19 @@ async fn maintain_table(w: &Shared, owner: &Owner, target: &TargetId) -> Result<
 
 /// `Committer::maintain_under_lease`.
 async fn under_lease(w: &Shared, owner: &Owner, target: &TargetId, held: &mut u64) -> Result<()> {
-    finish_maintenance(w, target).await?;
+    if let Some((Compaction::Pending, _)) = finish_maintenance(w, target).await? {
+        // `supersede_compaction`: an empty snapshot on the one the pending compaction was built
+        // on, so that it never lands; then it is finished.
+        let loaded = read(w, "load table", |w| w.load(target)).await?;
+        renew(w, owner, target, held).await?;
+        let _ = op(w, "commit empty snapshot", |w| w.fence(target, &loaded)).await;
+        if let Some((Compaction::Pending, _)) = finish_maintenance(w, target).await? {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                "a compaction still pending",
+            ));
+        }
+    }
     let in_flight = read(w, "scan commit records", |w| w.scan(&commit_prefix(target))).await?;
     if !in_flight.is_empty() && !w.borrow().opts.maintain_in_flight {
         // A commit is in flight: its committer finishes it first.
@@ -216,6 +228,7 @@ async fn compact(
     let record = MaintRecord {
         id: id.clone(),
         table: table.to_owned(),
+        base: loaded.current_id(),
         moved,
     };
     op(w, "record compaction", |w| {
@@ -244,20 +257,26 @@ async fn compact(
 }
 
 /// `Committer::finish_maintenance`: finish (or drop) a compaction an earlier holder of the
-/// lease left. Once its snapshot is in the table, the `rows/` records still pointing at the
-/// files it replaced are moved. Returns how many records moved.
-pub async fn finish_maintenance(w: &Shared, target: &TargetId) -> Result<usize> {
+/// lease left, as [`replace::compaction`] says: once its snapshot is in the table, the `rows/`
+/// records still pointing at the files it replaced are moved; one that may still land is left.
+/// `None` when there was none; else what it was, and how many records moved.
+pub async fn finish_maintenance(
+    w: &Shared,
+    target: &TargetId,
+) -> Result<Option<(Compaction, usize)>> {
     let key = maint_key(target);
     let Some((Value::Maint(record), version)) =
         read(w, "get maint record", |w| w.get(&key)).await?
     else {
-        return Ok(0);
+        return Ok(None);
     };
-    let landed = read(w, "load table", |w| w.load(target))
-        .await?
-        .has(&record.id);
+    let table = read(w, "load table", |w| w.load(target)).await?;
+    let found = replace::compaction(table.has(&record.id), record.base, table.current_id());
+    if found == Compaction::Pending {
+        return Ok(Some((found, 0)));
+    }
     let mut moved = 0;
-    if landed && !w.borrow().opts.compaction_keeps_rows {
+    if found == Compaction::Landed && !w.borrow().opts.compaction_keeps_rows {
         let prefix = format!("rows/{target}/");
         for (name, value, v) in read(w, "scan rows records", |w| w.scan(&prefix)).await? {
             let Value::Rows(rows) = value else {
@@ -281,5 +300,5 @@ pub async fn finish_maintenance(w: &Shared, target: &TargetId) -> Result<usize> 
         w.borrow_mut().stats.records_moved += moved as u64;
     }
     op(w, "drop maint record", |w| w.delete(&key, version)).await?;
-    Ok(moved)
+    Ok(Some((found, moved)))
 }

@@ -585,6 +585,26 @@ impl World {
         Ok(())
     }
 
+    /// An empty snapshot on `base.current` (`floe_iceberg::delta::snapshot_updates` of no
+    /// files): the table moves on, and a commit built on `base` can no longer land.
+    pub fn fence(&mut self, target: &TargetId, base: &TableView) -> Result<i64, &'static str> {
+        let id = self.id() as i64;
+        let now = self.now;
+        let t = self.tables.get_mut(target).expect("known table");
+        let Some(head) = t.head().filter(|_| t.current == base.current_id()).cloned() else {
+            return Err("409: the table moved since it was loaded");
+        };
+        t.push(Snapshot {
+            id,
+            commit_id: None,
+            batches: Vec::new(),
+            at: now,
+            data: head.data.clone(),
+            deletes: head.deletes.clone(),
+        });
+        Ok(id)
+    }
+
     /// Another writer commits to the table (its snapshot carries no floe commit id).
     pub fn foreign_commit(&mut self, target: &TargetId) {
         let id = self.id() as i64;
@@ -668,11 +688,17 @@ impl World {
     }
 
     /// Nothing left to do: every message gone, nothing staged and waiting, no commit open, no
-    /// compaction left for the next holder of a lease to finish.
+    /// compaction in a table with its `rows/` records left for the next holder of the lease to
+    /// move (one that has not landed may stay: it moves nothing).
     pub fn drained(&self) -> bool {
+        let landed = |t: &str, v: &Value| match v {
+            Value::Maint(m) => (t.strip_prefix("maint/").and_then(|t| t.parse().ok()))
+                .is_some_and(|t: TargetId| self.load(&t).has(&m.id)),
+            _ => false,
+        };
         self.queue.iter().all(|m| m.gone)
             && self.scan("commit/").is_empty()
-            && self.scan("maint/").is_empty()
+            && !self.scan("maint/").iter().any(|(k, v, _)| landed(k, v))
             && self.scan("batch/").iter().all(|(_, v, _)| match v {
                 Value::Batch(b) => b.state != floe_pipeline::protocol::records::BatchState::Staged,
                 _ => true,

@@ -25,7 +25,13 @@
 //! ([`settle`]) can be repeated: a version already held is held again.
 //!
 //! A compaction (`floe maintain`) rewrites data files with their deletes applied, so the rows
-//! a record points at move: [`moved`] says where they are afterwards.
+//! a record points at move: [`moved`] says where they are afterwards, and [`compaction`] what
+//! the next holder of the table's lease does with a compaction it finds in flight. Its maker
+//! may have lost the lease between renewing it and its commit going through: until the table
+//! moves past the snapshot the compaction was built on, it may still land, so its record (what
+//! moves the `rows/` records once it does) stays; a commit of a replacing table that works out
+//! its deletes meanwhile asserts that the files they name are still in the table
+//! (`floe_iceberg::AppendRequest::deletes_on`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -51,6 +57,32 @@ pub struct Resolution {
     pub deletes: Deletes,
     /// What the table holds afterwards, for each object the commit changed.
     pub held: BTreeMap<ObjKey, ObjectRows>,
+}
+
+/// What a compaction found in flight (its `maint/<target>` record) calls for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compaction {
+    /// Its snapshot is in the table: the `rows/` records of the files it rewrote are moved
+    /// ([`moved`]), then its record dropped.
+    Landed,
+    /// Not in the table, which is still at the snapshot the compaction was built on: it may
+    /// land yet (its maker may have lost the lease while its commit was on the way). Its record
+    /// stays.
+    Pending,
+    /// Not in the table, which has moved on: the compaction's commit asserts the snapshot it was
+    /// built on, so it can never land. Its record is dropped.
+    Dead,
+}
+
+/// What a compaction in flight calls for: whether its snapshot is in the table (`landed`), the
+/// snapshot it was built on (`base`; `None` in a record an earlier floe wrote) and the table's
+/// current one.
+pub fn compaction(landed: bool, base: Option<i64>, current: Option<i64>) -> Compaction {
+    match base {
+        _ if landed => Compaction::Landed,
+        Some(b) if current == Some(b) => Compaction::Pending,
+        _ => Compaction::Dead,
+    }
 }
 
 /// The objects `batches` (a commit's, in order) landed or removed for `target`, each with the
@@ -328,6 +360,18 @@ mod tests {
             moved(&after, &rewritten),
             None,
             "moving again changes nothing"
+        );
+    }
+
+    #[test]
+    fn a_compaction_not_in_the_table_may_land_until_the_table_moves() {
+        assert_eq!(compaction(true, Some(7), Some(9)), Compaction::Landed);
+        assert_eq!(compaction(false, Some(7), Some(7)), Compaction::Pending);
+        assert_eq!(compaction(false, Some(7), Some(8)), Compaction::Dead);
+        assert_eq!(
+            compaction(false, None, Some(7)),
+            Compaction::Dead,
+            "an old record"
         );
     }
 

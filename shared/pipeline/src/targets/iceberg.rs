@@ -70,6 +70,12 @@ impl IcebergTarget {
                 file_batches.push(b.id.clone());
             }
         }
+        // Position deletes were worked out on this table: an attempt on one a compaction has
+        // rewritten since would miss the rows.
+        let deletes_on = (batches.iter())
+            .any(|b| replaced.contains_key(&b.id))
+            .then(|| table.metadata().current_snapshot_id())
+            .flatten();
         let ids: Vec<&str> = batches.iter().map(|b| b.id.as_str()).collect();
         let checkpoint = serde_json::json!({"batches": ids, "rows": rows});
         Ok(AppendRequest {
@@ -80,6 +86,7 @@ impl IcebergTarget {
             deadline,
             file_batches,
             branch: self.branch.clone(),
+            deletes_on,
         })
     }
 
@@ -121,9 +128,6 @@ impl IcebergTarget {
         if incoming.is_empty() {
             return Ok(HashMap::new());
         }
-        // A compaction an earlier holder of the lease left moves the rows this commit replaces:
-        // finish it first (see `super::maintain`).
-        cx.finish_maintenance(target).await?;
         let (held, versions) = Self::held(cx, target, &incoming).await?;
         let resolution = replace::resolve(&held, &incoming);
         *self.held.lock().await = Some((rec.id.clone(), (held, versions)));
@@ -192,7 +196,14 @@ impl Target for IcebergTarget {
     async fn commit(&self, cx: &Committer<'_>, pending: PendingCommit<'_>) -> Result<Landed> {
         let rec = &*pending.record;
         let batches: Vec<&BatchRecord> = pending.batches.iter().map(|(b, _)| b).collect();
-        let table = if pending.files == 0 && replace::incoming(&batches, &rec.target).is_empty() {
+        let replaces = !replace::incoming(&batches, &rec.target).is_empty();
+        if replaces && cx.finish_maintenance(&rec.target).await?.is_some() {
+            // A compaction an earlier holder of the lease left moves the rows this commit
+            // replaces: finished first (see `super::maintain`), and the table loaded again (it
+            // may have landed since `is_in` loaded it).
+            *self.loaded.lock().await = None;
+        }
+        let table = if pending.files == 0 && !replaces {
             None
         } else {
             Some(self.load(cx).await?)

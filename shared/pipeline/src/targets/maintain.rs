@@ -8,12 +8,16 @@
 //! | step | writes | a crash after it leaves | recovery |
 //! |---|---|---|---|
 //! | rewrite | the new data files | files nobody references | none needed (orphans) |
-//! | ✗ `maintain.after-record` | `maint/<target>`: the commit id and where each old file's rows went | a record, table untouched | the next holder of the lease (a committer or `floe maintain`) finds the id not in the table: drops the record |
+//! | ✗ `maintain.after-record` | `maint/<target>`: the commit id, the snapshot it is built on, and where each old file's rows went | a record, table untouched | the next holder of the lease (a committer or `floe maintain`) finds the id not in the table: keeps the record while the table is still at that snapshot (the compaction may still land: its maker may have lost the lease while its commit was on the way; `floe maintain` moves the table on with an empty snapshot), drops it once the table moved on |
 //! | ✗ `maintain.after-commit` | the `replace` snapshot, carrying the commit id | the table compacted, `rows/` records pointing at the old files | the next holder finds the id in the table: moves the `rows/` records, drops the record |
 //! | ✗ `maintain.after-move` | `rows/` records moved | the record | as above: moving again changes nothing |
 //!
 //! A committer finishes a maintenance record before it works out which rows a commit
-//! replaces, so no commit ever deletes by position in a file compaction removed.
+//! replaces (and loads the table again after one), so no commit deletes by position in a file a
+//! compaction removed; one that may still land while the commit is on its way makes the append
+//! refuse deletes whose files are gone (`floe_iceberg::AppendRequest::deletes_on`), and the
+//! next pass works them out again. Maintenance that finds such a compaction pending makes sure
+//! it never lands (an empty snapshot on the one it was built on) before it compacts.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -24,10 +28,12 @@ use floe_iceberg::maintain::{CompactOptions, Moved, compact, expire_updates, rew
 use floe_iceberg::{
     CHECKPOINT_PROP, COMMIT_ID_PROP, ON_CHANGE_PROP, find_commit, load_table, parse_ident,
 };
+use iceberg::spec::MAIN_BRANCH;
 use serde::{Deserialize, Serialize};
 
 use super::{Committer, TargetId};
 use crate::protocol::records::ObjectRows;
+use crate::protocol::replace::{self, Compaction};
 
 /// `maint/<target>`.
 pub fn maint_key(target: &TargetId) -> String {
@@ -41,6 +47,10 @@ pub struct MaintRecord {
     pub id: String,
     /// The table, `namespace.table`.
     pub table: String,
+    /// The snapshot it is built on (its commit asserts `main` is still there); `None` in a
+    /// record an earlier floe wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<i64>,
     /// Where the rows of each replaced data file went.
     pub moved: BTreeMap<String, Moved>,
 }
@@ -118,7 +128,11 @@ impl Committer<'_> {
             table: table.to_owned(),
             ..Default::default()
         };
-        report.records_moved += self.finish_maintenance(target).await?;
+        let found = match self.finish_maintenance(target).await? {
+            Some((Compaction::Pending, _)) => self.supersede_compaction(target, table).await?,
+            found => found,
+        };
+        report.records_moved += found.map_or(0, |(_, moved)| moved);
         let in_flight = (self.checkpoint)
             .scan(&crate::protocol::records::commit_prefix(target))
             .await?;
@@ -164,6 +178,7 @@ impl Committer<'_> {
                 let record = MaintRecord {
                     id: id.clone(),
                     table: table.to_owned(),
+                    base: loaded.metadata().current_snapshot_id(),
                     moved: rewrite.moved.clone(),
                 };
                 self.checkpoint
@@ -187,13 +202,15 @@ impl Committer<'_> {
                     .commit_updates(&ident, requirements, updates)
                     .await;
                 if let Err(e) = committed {
-                    // Lost answer or refusal: the record says which, next time.
-                    report.records_moved += self.finish_maintenance(target).await?;
+                    // Lost answer or refusal: the record says which, now or next time.
+                    let found = self.finish_maintenance(target).await?;
+                    report.records_moved += found.map_or(0, |(_, moved)| moved);
                     return Err(floe_iceberg::from_iceberg(e)
                         .while_doing(format!("failed to commit the compaction of {table}")));
                 }
                 self.faults.hit("maintain.after-commit").await;
-                report.records_moved += self.finish_maintenance(target).await?;
+                let found = self.finish_maintenance(target).await?;
+                report.records_moved += found.map_or(0, |(_, moved)| moved);
             }
         }
         if let Some(age) = opts.expire_older_than {
@@ -264,24 +281,66 @@ impl Committer<'_> {
                 && matches!(signing, Some("s3tables" | "osstables")))
     }
 
-    /// Finish (or drop) a compaction an earlier holder of the lease left: once its snapshot is
-    /// in the table, the `rows/` records still pointing at the files it replaced are moved.
-    /// Returns how many records moved.
-    pub(crate) async fn finish_maintenance(&self, target: &TargetId) -> Result<usize> {
+    /// Make sure a compaction an earlier maintenance left pending (see [`Compaction::Pending`])
+    /// never lands, so that this one can compact: an empty snapshot on the one it was built
+    /// on, which its commit asserts. If it lands first, the empty snapshot is refused; either
+    /// way it is then finished.
+    async fn supersede_compaction(
+        &self,
+        target: &TargetId,
+        table: &str,
+    ) -> Result<Option<(Compaction, usize)>> {
+        let ident = parse_ident(table)?;
+        let loaded = load_table(self.catalog.as_ref(), &ident)
+            .await?
+            .ok_or_else(|| Error::config("--table", format!("table {table} does not exist")))?;
+        let summary = HashMap::from([(
+            CHECKPOINT_PROP.to_owned(),
+            serde_json::json!({"maintenance": "supersede"}).to_string(),
+        )]);
+        let (requirements, updates) =
+            floe_iceberg::delta::snapshot_updates(&loaded, MAIN_BRANCH, Vec::new(), summary)
+                .await?;
+        self.renew_lease(true).await?;
+        // Refused: the table moved (the compaction landed, or can no longer).
+        let _ = self
+            .catalog
+            .commit_updates(&ident, requirements, updates)
+            .await;
+        match self.finish_maintenance(target).await? {
+            Some((Compaction::Pending, _)) => Err(Error::new(
+                floe_core::ErrorKind::Conflict,
+                format!("{table}: a compaction left pending could not be superseded; next time"),
+            )),
+            found => Ok(found),
+        }
+    }
+
+    /// Finish (or drop) a compaction an earlier holder of the lease left, as
+    /// [`replace::compaction`] says: once its snapshot is in the table, the `rows/` records
+    /// still pointing at the files it replaced are moved; one that may still land is left.
+    /// `None` when there was none; else what it was, and how many records moved.
+    pub(crate) async fn finish_maintenance(
+        &self,
+        target: &TargetId,
+    ) -> Result<Option<(Compaction, usize)>> {
         let key = maint_key(target);
         let Some((record, version)) = self.checkpoint.get_json::<MaintRecord>(&key).await? else {
-            return Ok(0);
+            return Ok(None);
         };
         let ident = parse_ident(&record.table)?;
-        let landed = match load_table(self.catalog.as_ref(), &ident).await? {
-            Some(t) => find_commit(&t, &record.id).is_some(),
-            None => false,
-        };
+        let table = load_table(self.catalog.as_ref(), &ident).await?;
+        let landed = (table.as_ref()).is_some_and(|t| find_commit(t, &record.id).is_some());
+        let current = table.and_then(|t| t.metadata().current_snapshot_id());
+        let found = replace::compaction(landed, record.base, current);
+        if found == Compaction::Pending {
+            return Ok(Some((found, 0)));
+        }
         let mut moved = 0;
-        if landed {
+        if found == Compaction::Landed {
             let prefix = format!("rows/{target}/");
             for (name, rows, v) in self.checkpoint.scan_json::<ObjectRows>(&prefix).await? {
-                let Some(next) = crate::protocol::replace::moved(&rows, &record.moved) else {
+                let Some(next) = replace::moved(&rows, &record.moved) else {
                     continue;
                 };
                 self.checkpoint
@@ -298,6 +357,6 @@ impl Committer<'_> {
             self.faults.hit("maintain.after-move").await;
         }
         self.checkpoint.delete_if_version(&key, &version).await?;
-        Ok(moved)
+        Ok(Some((found, moved)))
     }
 }
