@@ -595,6 +595,73 @@ async fn a_row_delta_deletes_by_position_in_the_snapshot_that_adds_rows() {
     assert_eq!(read_rows(&duck), want, "duckdb: {duck}");
 }
 
+/// Position deletes are added to a table that moved since they were worked out only while the
+/// data files they name are still in it: after an append they go through; after a compaction,
+/// which rewrote those files, the append fails as a conflict and adds nothing (the deletes
+/// would reach no row, and the rows they meant would stay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn position_deletes_are_not_added_after_a_compaction_rewrote_their_files() {
+    use floe_iceberg::delta::{PositionDeletes, write_position_deletes};
+    use floe_iceberg::maintain::{CompactOptions, compact, rewrite_updates};
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident, first) = table_holding(dir.path(), "moved", &[1, 2, 3, 4]).await;
+    // A commit adding `add` and deleting row `pos` of the first file, worked out on `table`.
+    async fn delta(
+        table: &Table,
+        ident: &TableIdent,
+        first: &iceberg::spec::DataFile,
+        (pos, add, id): (i64, i64, &str),
+    ) -> AppendRequest {
+        let deletes = write_position_deletes(table, &PositionDeletes::of(first, vec![pos]))
+            .await
+            .unwrap();
+        let mut files = files_of(table, &[add]).await;
+        files.push(deletes);
+        AppendRequest {
+            deletes_on: table.metadata().current_snapshot_id(),
+            ..request(ident, files, id)
+        }
+    }
+    // Id 2 (row 1) is to go and id 7 to come; another commit adds id 8 first.
+    let table = catalog.load_table(&ident).await.unwrap();
+    let req = delta(&table, &ident, &first[0], (1, 7, "c2")).await;
+    let more = request(&ident, files_of(&table, &[8]).await, "other");
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &more)
+        .await
+        .unwrap();
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &req)
+        .await
+        .unwrap();
+    let want: Vec<(i64, i64)> = [1, 3, 4, 7, 8].iter().map(|id| (*id, 20_100)).collect();
+    assert_eq!(scanned(catalog.as_ref(), &ident).await, want);
+
+    // Id 3 (row 2) is to go; a compaction lands first, rewriting the first file.
+    let table = catalog.load_table(&ident).await.unwrap();
+    let req = delta(&table, &ident, &first[0], (2, 9, "c3")).await;
+    let options = CompactOptions {
+        target_file_size_bytes: 1 << 30,
+        file_prefix: "maint-test".into(),
+    };
+    let rewrite = compact(&table, &options).await.unwrap();
+    assert!(rewrite.moved.contains_key(first[0].file_path()));
+    let (requirements, updates) = rewrite_updates(&table, &rewrite, HashMap::new())
+        .await
+        .unwrap();
+    catalog
+        .commit_updates(&ident, requirements, updates)
+        .await
+        .unwrap();
+    let err = floe_iceberg::append_exactly_once(catalog.as_ref(), &req)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), floe_core::ErrorKind::Conflict, "{err}");
+    assert_eq!(
+        scanned(catalog.as_ref(), &ident).await,
+        want,
+        "nothing added"
+    );
+}
+
 /// An equality delete deletes a key's rows of earlier snapshots and leaves the rows its own
 /// snapshot adds: an upsert. DuckDB and iceberg-rust read it; pyiceberg refuses equality
 /// deletes, and the test checks that it says so rather than reading the deleted rows.
