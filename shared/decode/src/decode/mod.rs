@@ -16,6 +16,9 @@ mod convert;
 mod csv;
 mod json;
 mod parquet;
+mod typed;
+#[cfg(test)]
+mod typed_tests;
 
 use std::io::Write;
 
