@@ -48,4 +48,7 @@ pub use table::{
     TableDefinition, add_missing_columns, all_tables, ensure_table, evolve_columns, load_table,
     missing_fields, missing_nested_fields, parse_ident, widened_fields,
 };
-pub use writer::{TableWriter, WRITE_PROPS, WriteProps, WriterOptions, arrow_schema};
+pub use writer::{
+    DICTIONARY_PAGE_BYTES, TableWriter, WRITE_PROPS, WriteProps, WriterOptions, arrow_schema,
+    writer_properties,
+};
