@@ -8,7 +8,7 @@ use floe_core::retry::{Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
 use floe_decode::TableSchema;
 use floe_decode::partition::PartitionField;
-use iceberg::spec::{PrimitiveType, Type};
+use iceberg::spec::{FormatVersion, PrimitiveType, Type};
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 
@@ -90,11 +90,23 @@ pub async fn ensure_table(
     let spec = to_partition_spec(&definition.partition_by, &schema)?;
     let mut props = default_table_properties();
     props.extend(definition.properties.clone());
+    // `format-version` is not a property iceberg keeps but the version to create.
+    let format_version = match props.remove("format-version").as_deref().map(str::trim) {
+        None | Some("2") => FormatVersion::V2,
+        Some("3") => FormatVersion::V3,
+        Some(other) => {
+            return Err(Error::config(
+                "tables.auto-create-props.format-version",
+                format!("floe creates format v2 or v3 tables, not `{other}`"),
+            ));
+        }
+    };
     let creation = TableCreation::builder()
         .name(ident.name().to_owned())
         .schema(schema)
         .partition_spec(spec)
         .properties(props)
+        .format_version(format_version)
         .build();
     match catalog.create_table(ns, creation).await {
         Ok(t) => {
