@@ -10,6 +10,11 @@
 //! with equality deletes (an upsert table's) is rewritten the same way, its equality delete
 //! files dropped with the position deletes: every data file they could reach is rewritten
 //! with them applied, so pyiceberg, which refuses equality deletes, reads the table again.
+//! On a format v3 table the deletion vectors are applied the same way (handed to the reader by
+//! [`crate::scan`]: iceberg-rust's own does not apply them) and dropped with the data files they
+//! delete from. The rewritten rows get new row ids: iceberg-rust's reader does not give floe the
+//! rows' `_row_id`, so the rewrite counts as a delete and an insert for row lineage, where the
+//! spec would rather have the ids copied.
 //!
 //! A rewrite says where every surviving row of every old data file went ([`Moved`]): the old
 //! file's deleted positions, and runs of its survivors in the new files, in order. floe's
@@ -21,19 +26,22 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::RecordBatch;
 use floe_core::{Error, Result};
 use futures::TryStreamExt;
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, ManifestContentType, ManifestEntryRef, ManifestFile,
-    ManifestWriterBuilder, Operation, SnapshotSummaryCollector, Struct,
+    DataContentType, DataFile, FormatVersion, ManifestEntry, ManifestEntryRef, ManifestFile,
+    Operation, SnapshotSummaryCollector, Struct,
 };
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::from_iceberg;
-use crate::delta::{Made, finish_snapshot, main_at, manifest_list, unique_snapshot_id};
+use crate::delta::{
+    Made, finish_snapshot, main_at, manifest_list, manifest_writer, rewrite_manifests,
+    unique_snapshot_id,
+};
 use crate::sources::SourceRows;
 use crate::writer::{TableWriter, WriterOptions};
 
@@ -148,38 +156,16 @@ async fn live_entries(table: &Table) -> Result<Vec<(ManifestFile, Vec<ManifestEn
     Ok(out)
 }
 
-/// Rows each position delete file deletes, per data file path.
+/// Rows each position delete file (or deletion vector) deletes, per data file path.
 async fn deleted_positions(
     table: &Table,
     files: &[ManifestEntryRef],
 ) -> Result<HashMap<String, BTreeSet<u64>>> {
-    let mut out: HashMap<String, BTreeSet<u64>> = HashMap::new();
-    for f in files {
-        let bytes = (table.file_io().new_input(f.file_path()))
-            .map_err(from_iceberg)?
-            .read()
-            .await
-            .map_err(from_iceberg)?;
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.build())
-            .map_err(|e| Error::invalid_input(format!("{}: {e}", f.file_path())))?;
-        for batch in reader {
-            let batch =
-                batch.map_err(|e| Error::invalid_input(format!("{}: {e}", f.file_path())))?;
-            let paths = (batch.column_by_name("file_path"))
-                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-                .ok_or_else(|| Error::invalid_input(format!("{}: no file_path", f.file_path())))?;
-            let pos = (batch.column_by_name("pos"))
-                .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-                .ok_or_else(|| Error::invalid_input(format!("{}: no pos", f.file_path())))?;
-            for i in 0..batch.num_rows() {
-                out.entry(paths.value(i).to_owned())
-                    .or_default()
-                    .insert(pos.value(i) as u64);
-            }
-        }
-    }
-    Ok(out)
+    let files: Vec<&DataFile> = files.iter().map(|f| f.data_file()).collect();
+    let positions = crate::dv::deleted_positions(table.file_io(), &files).await?;
+    Ok((positions.into_iter())
+        .map(|(file, p)| (file, p.into_iter().collect()))
+        .collect())
 }
 
 /// Rewrite the partitions worth compacting; see the module doc. Nothing is committed: the
@@ -187,9 +173,9 @@ async fn deleted_positions(
 pub async fn compact(table: &Table, opts: &CompactOptions) -> Result<Rewrite> {
     let metadata = table.metadata();
     let mut rewrite = Rewrite::default();
-    if metadata.format_version() != FormatVersion::V2 {
+    if metadata.format_version() < FormatVersion::V2 {
         rewrite.skipped.push(format!(
-            "table {}: floe compacts format v2 tables only (this one is {})",
+            "table {}: floe compacts format v2 and v3 tables only (this one is {})",
             table.identifier(),
             metadata.format_version()
         ));
@@ -246,6 +232,8 @@ pub async fn compact(table: &Table, opts: &CompactOptions) -> Result<Rewrite> {
     for t in all {
         tasks.insert(t.data_file_path.clone(), t);
     }
+    // iceberg-rust's reader does not apply deletion vectors (v3): floe hands them to it.
+    let vectors = crate::scan::Vectors::of_current(table).await?;
     let options = WriterOptions {
         target_file_size_bytes: opts.target_file_size_bytes as usize,
         file_prefix: opts.file_prefix.clone(),
@@ -267,8 +255,8 @@ pub async fn compact(table: &Table, opts: &CompactOptions) -> Result<Rewrite> {
                 Error::unexpected(format!("{path} is live but not in the table's scan"))
             })?;
             writer.set_source(Some(old.len() as u64));
-            let stream = futures::stream::iter([Ok(task)]);
-            let mut batches = (table.reader_builder().build())
+            let stream = futures::stream::iter([Ok(vectors.prepare(task).await?)]);
+            let mut batches = (vectors.reader(table))
                 .read(Box::pin(stream))
                 .map_err(from_iceberg)?
                 .stream();
@@ -327,7 +315,6 @@ pub async fn rewrite_updates(
     let snapshot_id = unique_snapshot_id(table);
     let sequence_number = metadata.next_sequence_number();
     let schema = metadata.current_schema().clone();
-    let io = table.file_io();
     let location = metadata.location().trim_end_matches('/');
     let commit = uuid::Uuid::now_v7();
     let mut collector = SnapshotSummaryCollector::default();
@@ -335,14 +322,7 @@ pub async fn rewrite_updates(
     let spec = metadata.default_partition_spec().clone();
 
     let path = format!("{location}/metadata/{commit}-m0.avro");
-    let output = io.new_output(&path).map_err(from_iceberg)?;
-    let mut writer = ManifestWriterBuilder::new(
-        output,
-        Some(snapshot_id),
-        schema.clone(),
-        spec.as_ref().clone(),
-    )
-    .build_v2_data();
+    let mut writer = manifest_writer(table, &path, snapshot_id, &spec, false)?;
     for f in &rewrite.added {
         collector.add_file(f, schema.clone(), spec.clone());
         writer
@@ -356,67 +336,29 @@ pub async fn rewrite_updates(
     let Some(parent) = metadata.current_snapshot() else {
         return Err(Error::unexpected("a rewrite of a table with no snapshot"));
     };
-    let list = manifest_list(table, parent).await?;
-    // The manifests listing a replaced file are merged into one manifest per kind of content
-    // and partition spec: the files they keep as existing, the replaced ones as deleted (so a
-    // table of a thousand one-file manifests is left with a few, not a thousand).
-    let mut merged: BTreeMap<(bool, i32), iceberg::spec::ManifestWriter> = BTreeMap::new();
-    for manifest in list.entries() {
-        let loaded = manifest.load_manifest(io).await.map_err(from_iceberg)?;
-        let touched = (loaded.entries().iter())
-            .any(|e| e.is_alive() && rewrite.removed.contains(e.file_path()));
-        if !touched {
-            if manifest.has_added_files() || manifest.has_existing_files() {
-                manifests.push(manifest.clone());
-            }
-            continue;
+    // A deletion vector goes with its data file: one Puffin file may hold the vectors of
+    // data files of other partitions, so its path alone does not say.
+    let gone = |e: &ManifestEntry| {
+        if crate::dv::is_vector(e.data_file()) {
+            (e.data_file().referenced_data_file()).is_some_and(|d| rewrite.removed.contains(&d))
+        } else {
+            rewrite.removed.contains(e.file_path())
         }
-        let spec = metadata
-            .partition_spec_by_id(manifest.partition_spec_id)
-            .ok_or_else(|| Error::unexpected("a manifest of an unknown partition spec"))?;
-        let is_delete = manifest.content == ManifestContentType::Deletes;
-        let key = (is_delete, manifest.partition_spec_id);
-        let writer = match merged.entry(key) {
-            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::btree_map::Entry::Vacant(v) => {
-                let path = format!(
-                    "{location}/metadata/{commit}-r{}-{}.avro",
-                    u8::from(is_delete),
-                    manifest.partition_spec_id
-                );
-                let output = io.new_output(&path).map_err(from_iceberg)?;
-                let builder = ManifestWriterBuilder::new(
-                    output,
-                    Some(snapshot_id),
-                    schema.clone(),
-                    spec.as_ref().clone(),
-                );
-                v.insert(if is_delete {
-                    builder.build_v2_deletes()
-                } else {
-                    builder.build_v2_data()
-                })
-            }
-        };
-        for e in loaded.entries().iter().filter(|e| e.is_alive()) {
-            let seq = e.sequence_number().unwrap_or(0);
-            let file = e.data_file().clone();
-            if rewrite.removed.contains(e.file_path()) {
-                collector.remove_file(&file, schema.clone(), spec.clone());
-                writer
-                    .add_delete_file(file, seq, e.file_sequence_number)
-                    .map_err(from_iceberg)?;
-            } else {
-                let added_by = e.snapshot_id().unwrap_or(parent.snapshot_id());
-                writer
-                    .add_existing_file(file, added_by, seq, e.file_sequence_number)
-                    .map_err(from_iceberg)?;
-            }
-        }
-    }
-    for (_, writer) in merged {
-        manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
-    }
+    };
+    let rewritten = rewrite_manifests(
+        table,
+        parent,
+        snapshot_id,
+        &format!("{commit}"),
+        &|_| true,
+        &gone,
+        &mut collector,
+    )
+    .await?;
+    manifests.extend(
+        (rewritten.untouched.into_iter()).filter(|m| m.has_added_files() || m.has_existing_files()),
+    );
+    manifests.extend(rewritten.merged);
     let mut summary = properties;
     summary.extend(collector.build());
     finish_snapshot(
