@@ -24,7 +24,7 @@ use iceberg::io::{
     StorageConfig, StorageFactory,
 };
 use iceberg::scan::{ArrowRecordBatchStream, FileScanTask, FileScanTaskDeleteFile, TableScan};
-use iceberg::spec::{DataContentType, DataFile};
+use iceberg::spec::{DataContentType, DataFile, FormatVersion};
 use iceberg::table::Table;
 use serde::{Deserialize, Serialize};
 
@@ -48,11 +48,12 @@ pub struct Vectors {
 }
 
 impl Vectors {
-    /// The DVs of `table`'s current snapshot.
+    /// The DVs of `table`'s current snapshot (none before format v3, which has them).
     pub async fn of_current(table: &Table) -> Result<Self> {
         let mut by_data_file: HashMap<String, Vec<DataFile>> = HashMap::new();
         let mut puffins = HashSet::new();
-        if let Some(snapshot) = table.metadata().current_snapshot() {
+        let v3 = table.metadata().format_version() >= FormatVersion::V3;
+        if let Some(snapshot) = table.metadata().current_snapshot().filter(|_| v3) {
             for e in crate::dv::live_deletes(table, snapshot).await? {
                 let file = e.data_file();
                 if !crate::dv::is_vector(file) {
