@@ -3,8 +3,9 @@
 
 Usage: read_deletion_vectors.py PUFFIN_FILE
 
-Prints one JSON document: the footer's blobs (type, offset, length, compression, properties)
-and, per referenced data file, the deleted positions pyiceberg decodes from them.
+Prints one JSON document: the footer's blobs (type, fields, snapshot id and sequence number,
+offset, length, compression, properties) and, per referenced data file, the deleted positions
+pyiceberg decodes from them.
 """
 import json
 import sys
@@ -20,6 +21,9 @@ def main():
     blobs = [
         {
             "type": b.type,
+            "fields": b.fields,
+            "snapshot_id": b.snapshot_id,
+            "sequence_number": b.sequence_number,
             "offset": b.offset,
             "length": b.length,
             "compression": b.compression_codec,

@@ -103,6 +103,9 @@ pub fn decode(blob: &[u8], what: &str) -> Result<RoaringTreemap> {
             length - 4 - bitmap.position() as usize
         )));
     }
+    if positions.max().is_some_and(|p| p > i64::MAX as u64) {
+        return Err(bad("a position past 2^63 - 1".to_owned()));
+    }
     Ok(positions)
 }
 
@@ -182,7 +185,8 @@ async fn puffin_bytes(vectors: &[Vector]) -> Result<bytes::Bytes> {
     for v in vectors {
         let blob = Blob::builder()
             .r#type(DELETION_VECTOR_V1.to_owned())
-            .fields(Vec::new())
+            // The positions are of the `_pos` metadata column, as Iceberg's Java writer says.
+            .fields(vec![iceberg::metadata_columns::RESERVED_FIELD_ID_POS])
             // A DV is written before its snapshot exists: -1, as the spec's writers do.
             .snapshot_id(-1)
             .sequence_number(-1)
@@ -465,5 +469,9 @@ mod tests {
         let e = err(&good[..good.len() - 1]);
         assert!(e.contains("length field"), "{e}");
         assert!(err(&good[..7]).contains("too short"));
+
+        // Well framed, but a position with its top bit set (the spec keeps it 0).
+        let high = encode(&set(&[1 << 63]));
+        assert!(err(&high).contains("past 2^63"), "{}", err(&high));
     }
 }

@@ -1042,6 +1042,9 @@ async fn pyiceberg_decodes_the_deletion_vectors_floe_writes() {
     let blobs = decoded["blobs"].as_array().unwrap();
     for (b, f) in blobs.iter().zip(&files) {
         assert_eq!(b["type"], "deletion-vector-v1", "{decoded}");
+        assert_eq!(b["fields"], serde_json::json!([2_147_483_645]), "{decoded}");
+        assert_eq!(b["snapshot_id"], -1, "{decoded}");
+        assert_eq!(b["sequence_number"], -1, "{decoded}");
         assert_eq!(b["compression"], serde_json::Value::Null, "{decoded}");
         assert_eq!(b["offset"].as_i64(), f.content_offset(), "{decoded}");
         assert_eq!(b["length"].as_i64(), f.content_size_in_bytes(), "{decoded}");
