@@ -1152,3 +1152,65 @@ async fn compaction_of_a_v3_table_applies_its_deletion_vectors() {
         "{puffin} not in {referenced:?}"
     );
 }
+
+/// A v2 table upgraded to v3 keeps its Parquet position deletes; the first deletion vector for
+/// a data file that has one holds its positions too and replaces it (the spec: a vector must
+/// hold every earlier delete of its file), and the first v3 snapshot gives the rows already
+/// there their row ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_vector_on_an_upgraded_table_takes_over_its_position_deletes() {
+    use floe_iceberg::delta::{PositionDeletes, write_position_deletes};
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident, first) = table_holding(dir.path(), "upgraded", &[1, 2, 3, 4, 5, 6]).await;
+    let table = catalog.load_table(&ident).await.unwrap();
+    let parquet = write_position_deletes(&table, &PositionDeletes::of(&first[0], vec![1]))
+        .await
+        .unwrap();
+    assert_eq!(
+        parquet.file_format(),
+        iceberg::spec::DataFileFormat::Parquet
+    );
+    floe_iceberg::append_exactly_once(
+        catalog.as_ref(),
+        &request(&ident, vec![parquet.clone()], "c2"),
+    )
+    .await
+    .unwrap();
+    let upgrade = iceberg::TableUpdate::UpgradeFormatVersion {
+        format_version: iceberg::spec::FormatVersion::V3,
+    };
+    catalog
+        .commit_updates(&ident, Vec::new(), vec![upgrade])
+        .await
+        .unwrap();
+
+    let table = catalog.load_table(&ident).await.unwrap();
+    assert_eq!(
+        table.metadata().format_version(),
+        iceberg::spec::FormatVersion::V3
+    );
+    let dv = write_position_deletes(&table, &PositionDeletes::of(&first[0], vec![3]))
+        .await
+        .unwrap();
+    assert_eq!(dv.file_format(), iceberg::spec::DataFileFormat::Puffin);
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, vec![dv], "c3"))
+        .await
+        .unwrap();
+    let want = [(1, 20_100), (3, 20_100), (5, 20_100), (6, 20_100)];
+    let read = assert_three_readers_agree(dir.path(), catalog.as_ref(), &ident, &want).await;
+    let deletes = read["deletes"].as_array().unwrap();
+    assert_eq!(deletes.len(), 1, "{read}");
+    assert_eq!(deletes[0]["format"], "puffin", "{read}");
+    assert_eq!(deletes[0]["record_count"], 2, "{read}");
+    let c3 = (read["snapshots"].as_array().unwrap().iter())
+        .find(|s| s["summary"]["floe.commit-id"] == "c3")
+        .unwrap();
+    assert_eq!(c3["summary"]["total-delete-files"], "1", "{read}");
+    assert_eq!(c3["summary"]["total-position-deletes"], "2", "{read}");
+    // The upgrade starts row ids at 0; the six rows there get theirs in this snapshot.
+    assert_eq!(
+        (c3["first_row_id"].as_i64(), c3["added_rows"].as_i64()),
+        (Some(0), Some(6)),
+        "{read}"
+    );
+}
