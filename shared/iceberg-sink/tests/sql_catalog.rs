@@ -982,22 +982,8 @@ async fn deletion_vectors_delete_rows_of_a_v3_table_one_per_data_file() {
     assert_eq!(live.len(), 1, "{live:?}");
     assert_eq!(live[0].1, 4);
     assert_eq!(deleted, [(dv.file_path().to_owned(), dv.content_offset())]);
-    let dvs: Vec<&serde_json::Value> = (read["deletes"].as_array().unwrap().iter())
-        .filter(|d| d["data_file"] == first.file_path())
-        .collect();
-    assert_eq!(dvs.len(), 1, "pyiceberg applies one vector: {read}");
-    assert_eq!(dvs[0]["format"], "puffin", "{read}");
-    assert_eq!(dvs[0]["record_count"], 4, "{read}");
-    let c3 = (read["snapshots"].as_array().unwrap().iter())
-        .find(|s| s["summary"]["floe.commit-id"] == "c3")
-        .unwrap();
-    assert_eq!(c3["summary"]["total-position-deletes"], "4", "{read}");
-    assert_eq!(c3["summary"]["total-delete-files"], "1", "{read}");
     // Row lineage: 6 rows, then 1, then none.
-    assert_eq!(
-        (c3["first_row_id"].as_i64(), c3["added_rows"].as_i64()),
-        (Some(7), Some(0))
-    );
+    assert_one_vector(&read, first.file_path(), 4, "c3", (7, 0));
     assert_eq!(table.metadata().next_row_id(), 7);
 }
 
@@ -1198,19 +1184,41 @@ async fn a_deletion_vector_on_an_upgraded_table_takes_over_its_position_deletes(
         .unwrap();
     let want = [(1, 20_100), (3, 20_100), (5, 20_100), (6, 20_100)];
     let read = assert_three_readers_agree(dir.path(), catalog.as_ref(), &ident, &want).await;
-    let deletes = read["deletes"].as_array().unwrap();
-    assert_eq!(deletes.len(), 1, "{read}");
-    assert_eq!(deletes[0]["format"], "puffin", "{read}");
-    assert_eq!(deletes[0]["record_count"], 2, "{read}");
-    let c3 = (read["snapshots"].as_array().unwrap().iter())
-        .find(|s| s["summary"]["floe.commit-id"] == "c3")
-        .unwrap();
-    assert_eq!(c3["summary"]["total-delete-files"], "1", "{read}");
-    assert_eq!(c3["summary"]["total-position-deletes"], "2", "{read}");
     // The upgrade starts row ids at 0; the six rows there get theirs in this snapshot.
+    assert_one_vector(&read, first[0].file_path(), 2, "c3", (0, 6));
+}
+
+/// In pyiceberg's `read`, `data_file` has one delete file, a deletion vector of `positions`
+/// positions, and the snapshot of `commit_id` counts it as the table's only one and has row
+/// range `lineage` (first row id, added rows). (pyiceberg 0.12 plans a vector for every data
+/// file of its partition, ignoring `referenced_data_file`, and then applies each blob to the
+/// file its blob properties name.)
+fn assert_one_vector(
+    read: &serde_json::Value,
+    data_file: &str,
+    positions: u64,
+    commit_id: &str,
+    lineage: (i64, i64),
+) {
+    let deletes: Vec<&serde_json::Value> = (read["deletes"].as_array().unwrap().iter())
+        .filter(|d| d["data_file"] == data_file)
+        .collect();
+    assert_eq!(deletes.len(), 1, "pyiceberg applies one vector: {read}");
+    assert_eq!(deletes[0]["format"], "puffin", "{read}");
+    assert_eq!(deletes[0]["record_count"], positions, "{read}");
+    let snapshot = (read["snapshots"].as_array().unwrap().iter())
+        .find(|s| s["summary"]["floe.commit-id"] == commit_id)
+        .unwrap();
+    let summary = &snapshot["summary"];
+    assert_eq!(summary["total-delete-files"], "1", "{read}");
     assert_eq!(
-        (c3["first_row_id"].as_i64(), c3["added_rows"].as_i64()),
-        (Some(0), Some(6)),
+        summary["total-position-deletes"],
+        positions.to_string(),
         "{read}"
     );
+    let range = (
+        snapshot["first_row_id"].as_i64(),
+        snapshot["added_rows"].as_i64(),
+    );
+    assert_eq!(range, (Some(lineage.0), Some(lineage.1)), "{read}");
 }
