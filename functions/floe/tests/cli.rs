@@ -395,6 +395,62 @@ fn schema_evolution_adds_fields_inside_structs_and_lists() {
     assert_eq!(duck["count"], 2, "{duck}");
 }
 
+/// Schema evolution widens types inside columns too, as the Iceberg spec allows a nested
+/// field's type to be promoted: an `int` in a struct becomes a `long`, a `float` in a list's
+/// element struct a `double`, field ids kept. Rows written before read their old values.
+#[test]
+fn schema_evolution_widens_types_inside_structs_and_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let schema = r#"{"fields":[{"name":"id","type":"long"},{"name":"addr","type":{"type":"struct","fields":[{"name":"n","type":"int"}]}},{"name":"items","type":{"type":"list","element":{"type":"struct","fields":[{"name":"q","type":"float"}]}}}]}"#;
+    write(
+        &root.join("floe.toml"),
+        format!(
+            "[source]\nfolder = \"bucket\"\n[[routes]]\nprefix = \"n/\"\ntable = \"t.deep\"\nschema = '{schema}'\n"
+        ),
+    );
+    write(
+        &root.join("bucket/n/1.ndjson"),
+        "{\"id\": 1, \"addr\": {\"n\": 7}, \"items\": [{\"q\": 1.5}]}\n",
+    );
+    run_passes(root, 1);
+    write(
+        &root.join("floe.toml"),
+        "[source]\nfolder = \"bucket\"\n[iceberg]\ntables.evolve-schema-enabled = true\n\
+         [[routes]]\nprefix = \"n/\"\ntable = \"t.deep\"\n",
+    );
+    write(
+        &root.join("bucket/n/2.ndjson"),
+        "{\"id\": 2, \"addr\": {\"n\": 5000000000}, \"items\": [{\"q\": 1e300}]}\n",
+    );
+    let config = root.join("floe.toml");
+    let (code, out, err) = floe(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("bad records: 0"), "{out}");
+
+    let r = root.canonicalize().unwrap();
+    let table = read_local(&r, "t.deep");
+    assert_eq!(table["count"], 2, "{table}");
+    let types = table["types"].as_object().unwrap();
+    assert!(types["addr"].as_str().unwrap().contains("long"), "{table}");
+    assert!(!types["addr"].as_str().unwrap().contains("int"), "{table}");
+    assert!(
+        types["items"].as_str().unwrap().contains("double"),
+        "{table}"
+    );
+    assert_eq!(
+        row_by_id(&table, 2)["addr"]["n"],
+        5_000_000_000i64,
+        "{table}"
+    );
+    assert_eq!(row_by_id(&table, 2)["items"][0]["q"], 1e300, "{table}");
+    assert_eq!(row_by_id(&table, 1)["addr"]["n"], 7, "{table}");
+    assert_eq!(row_by_id(&table, 1)["items"][0]["q"], 1.5, "{table}");
+    let duck = floe_testbed::duckdb::read_sql_table(&r.join("catalog.db"), "t.deep", Some("id"));
+    assert_eq!(duck["count"], 2, "{duck}");
+    assert_eq!(duck["rows"][1]["addr"]["n"], 5_000_000_000i64, "{duck}");
+}
+
 /// Kafka Connect's `iceberg.tables.default-commit-branch`: snapshots go on that branch, made
 /// from main at the first commit, each on top of the branch's last; main stays as it was; a pass
 /// with nothing new commits nothing. pyiceberg reads the branch at its snapshot (DuckDB's
