@@ -711,21 +711,6 @@ impl FloeConfig {
             }
         };
 
-        for (i, r) in routes.iter().enumerate() {
-            let replaces = r.on_change == OnChange::Replace || r.changes.is_some();
-            if replaces && r.targets.iceberg && branches.of(&r.table).is_some() {
-                return Err(Error::config(
-                    &format!("routes[{i}].on-change"),
-                    format!(
-                        "table {} commits to branch {}: floe replaces and upserts rows on main \
-                         only; set on-change = \"append\" (without upserts) for this route",
-                        r.table,
-                        branches.of(&r.table).unwrap_or_default()
-                    ),
-                ));
-            }
-        }
-
         Ok(FloeConfig {
             base_dir: base.to_owned(),
             commit_branches: branches,
@@ -1098,7 +1083,7 @@ mod tests {
     }
 
     #[test]
-    fn commit_branches_take_the_kafka_connect_names_and_refuse_replacing_routes() {
+    fn commit_branches_take_the_kafka_connect_names() {
         let append = "on-change = \"append\"\n";
         let c = with("tables.default-commit-branch = \"audit\"\n", append).unwrap();
         assert_eq!(c.commit_branches.of("demo.t"), Some("audit"));
@@ -1113,10 +1098,10 @@ mod tests {
         let c = with("table.demo.t.commit-branch = \"wap\"\n", append).unwrap();
         assert_eq!(c.commit_branches.of("demo.t"), Some("wap"));
         assert_eq!(load(MINIMAL).unwrap().commit_branches.of("demo.t"), None);
-        // Replacing (records mode's default) and upserting routes commit to main only.
-        let e = with("tables.default-commit-branch = \"audit\"\n", "").unwrap_err();
-        assert!(e.to_string().contains("routes[0].on-change"), "{e}");
-        assert!(e.to_string().contains("audit"), "{e}");
+        // Replacing (records mode's default) and upserting routes commit to branches too.
+        let c = with("tables.default-commit-branch = \"audit\"\n", "").unwrap();
+        assert_eq!(c.routes[0].on_change, OnChange::Replace);
+        assert_eq!(c.commit_branches.of("demo.t"), Some("audit"));
         let e = with("tables.default-commit-branch = \"a b\"\n", append).unwrap_err();
         assert!(
             e.to_string()

@@ -22,7 +22,7 @@ use floe_checkpoint::StoreExt;
 use floe_core::{Error, Result};
 use floe_iceberg::maintain::{CompactOptions, Moved, compact, expire_updates, rewrite_updates};
 use floe_iceberg::{
-    CHECKPOINT_PROP, COMMIT_ID_PROP, ON_CHANGE_PROP, find_commit, load_table, parse_ident,
+    CHECKPOINT_PROP, COMMIT_ID_PROP, ON_CHANGE_PROP, find_commit_on, load_table, parse_ident,
 };
 use serde::{Deserialize, Serialize};
 
@@ -146,13 +146,25 @@ impl Committer<'_> {
             );
             return Ok(report);
         }
+        // The branch floe commits the table's rows to, where its `rows/` records point.
+        let branch = (self.config.commit_branches.of(table)).unwrap_or(iceberg::spec::MAIN_BRANCH);
         if opts.compact {
             let id = uuid::Uuid::now_v7().to_string();
+            // The size the table's route writes its files at.
+            let target_size = (self.config.routes.iter())
+                .find(|r| r.table == table)
+                .and_then(|r| r.write_props.target_file_size_bytes())
+                .map_or(self.config.ingest.target_file_size_bytes, |s| s as u64);
             let rewrite = compact(
                 &loaded,
                 &CompactOptions {
-                    target_file_size_bytes: self.config.ingest.target_file_size_bytes,
+                    target_file_size_bytes: target_size,
                     file_prefix: format!("maint-{id}"),
+                    branch: branch.to_owned(),
+                    tracks_rows: replaces
+                        || (self.config.routes.iter()).any(|r| {
+                            r.table == table && r.on_change == crate::config::OnChange::Replace
+                        }),
                 },
             )
             .await?;
@@ -178,7 +190,8 @@ impl Committer<'_> {
                         serde_json::json!({"maintenance": "compaction"}).to_string(),
                     ),
                 ]);
-                let (requirements, updates) = rewrite_updates(&loaded, &rewrite, summary).await?;
+                let (requirements, updates) =
+                    rewrite_updates(&loaded, branch, &rewrite, summary).await?;
                 // Still ours: a committer that took the lease over commits on top of the
                 // snapshot this one replaces, and the requirement then refuses this commit.
                 self.renew_lease(true).await?;
@@ -202,7 +215,7 @@ impl Committer<'_> {
                 .ok_or_else(|| Error::config("--table", format!("table {table} does not exist")))?;
             let cutoff = floe_checkpoint::now_ms() - age.as_millis() as i64;
             if let Some((requirements, updates, ids)) =
-                expire_updates(&loaded, cutoff, opts.keep_snapshots)
+                expire_updates(&loaded, branch, cutoff, opts.keep_snapshots)
             {
                 self.renew_lease(true).await?;
                 self.catalog
@@ -273,8 +286,10 @@ impl Committer<'_> {
             return Ok(0);
         };
         let ident = parse_ident(&record.table)?;
+        let branch =
+            (self.config.commit_branches.of(&record.table)).unwrap_or(iceberg::spec::MAIN_BRANCH);
         let landed = match load_table(self.catalog.as_ref(), &ident).await? {
-            Some(t) => find_commit(&t, &record.id).is_some(),
+            Some(t) => find_commit_on(&t, branch, &record.id).is_some(),
             None => false,
         };
         let mut moved = 0;
