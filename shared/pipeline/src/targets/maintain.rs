@@ -229,7 +229,7 @@ impl Committer<'_> {
             }
         }
         if let Some(age) = opts.remove_orphans_older_than {
-            if self.table_bucket_removes_orphans() {
+            if table_bucket_removes_orphans(&self.config.catalog) {
                 report.skipped.push(
                     "orphan files: the table bucket removes unreferenced files itself \
                      (icebergUnreferencedFileRemoval)"
@@ -264,17 +264,6 @@ impl Committer<'_> {
         let catalog = &self.config.catalog;
         Ok(catalog.kind == floe_iceberg::CatalogKind::S3Tables
             && floe_iceberg::s3tables::managed_maintenance(&catalog.props)?)
-    }
-
-    /// Whether the tables live in an S3 Tables or OSS Tables bucket, which removes unreferenced
-    /// files itself and cannot be listed: the `s3tables` catalog, or a REST catalog signing as
-    /// `s3tables` or `osstables`.
-    fn table_bucket_removes_orphans(&self) -> bool {
-        let catalog = &self.config.catalog;
-        let signing = catalog.props.get("rest.signing-name").map(String::as_str);
-        catalog.kind == floe_iceberg::CatalogKind::S3Tables
-            || (catalog.kind == floe_iceberg::CatalogKind::Rest
-                && matches!(signing, Some("s3tables" | "osstables")))
     }
 
     /// Finish (or drop) a compaction an earlier holder of the lease left: once its snapshot is
@@ -321,5 +310,82 @@ impl Committer<'_> {
         }
         self.checkpoint.delete_if_version(&key, &version).await?;
         Ok(moved)
+    }
+}
+
+/// Whether `catalog`'s tables live in an S3 Tables or OSS Tables bucket, which removes
+/// unreferenced files itself and cannot be listed: the `s3tables` catalog, or a REST catalog
+/// signing as `s3tables` or `osstables`.
+fn table_bucket_removes_orphans(catalog: &floe_iceberg::CatalogConfig) -> bool {
+    let signing = catalog.props.get("rest.signing-name").map(String::as_str);
+    catalog.kind == floe_iceberg::CatalogKind::S3Tables
+        || (catalog.kind == floe_iceberg::CatalogKind::Rest
+            && matches!(signing, Some("s3tables" | "osstables")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    /// Orphan removal leaves S3 Tables and OSS Tables buckets alone, whichever catalog reaches
+    /// them (the `s3tables` API, or their Iceberg REST endpoints signing as `s3tables` /
+    /// `osstables`), and lists every other catalog's table locations.
+    #[test]
+    fn table_buckets_remove_their_own_orphans() {
+        let catalog = |props: &[(&str, &str)]| {
+            let props: HashMap<String, String> = (props.iter())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            floe_iceberg::CatalogConfig::from_props("floe", props, Path::new("/")).unwrap()
+        };
+        let cases: [(&[(&str, &str)], bool); 6] = [
+            (&[("uri", "c.db"), ("warehouse", "wh")], false),
+            (&[("type", "rest"), ("uri", "http://localhost:8181")], false),
+            (
+                &[
+                    ("type", "rest"),
+                    ("uri", "https://cn-hangzhou.oss-tables.aliyuncs.com/iceberg"),
+                    ("rest.sigv4-enabled", "true"),
+                    ("rest.signing-name", "osstables"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("type", "rest"),
+                    ("uri", "https://s3tables.us-east-1.amazonaws.com/iceberg"),
+                    ("rest.sigv4-enabled", "true"),
+                    ("rest.signing-name", "s3tables"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("type", "rest"),
+                    ("uri", "https://glue.us-east-1.amazonaws.com/iceberg"),
+                    ("rest.sigv4-enabled", "true"),
+                    ("rest.signing-name", "glue"),
+                ],
+                false,
+            ),
+            (
+                &[
+                    ("type", "s3tables"),
+                    (
+                        "warehouse",
+                        "arn:aws:s3tables:us-east-1:123456789012:bucket/b",
+                    ),
+                ],
+                true,
+            ),
+        ];
+        for (props, want) in cases {
+            assert_eq!(
+                super::table_bucket_removes_orphans(&catalog(props)),
+                want,
+                "{props:?}"
+            );
+        }
     }
 }
