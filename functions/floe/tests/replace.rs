@@ -366,3 +366,60 @@ fn age_files(dir: &Path, hours: u64) -> usize {
     }
     n
 }
+
+/// A replacing route whose table commits to a branch (Kafka Connect's
+/// `iceberg.tables.default-commit-branch`): an overwritten object's old rows are deleted on the
+/// branch, a removed object's rows go, `floe maintain` compacts the branch (where floe's
+/// records of each object's rows point) and expires its history, and a version after that
+/// still replaces its rows. `main` is never touched. pyiceberg reads the branch at its head;
+/// DuckDB's iceberg extension reads `main` only, so it is not asked.
+#[test]
+fn a_replacing_route_on_a_branch_keeps_the_branch_current_and_main_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = CONFIG.replace(
+        "catalog.warehouse = \"warehouse\"\n",
+        "catalog.warehouse = \"warehouse\"\ntables.default-commit-branch = \"audit\"\n",
+    );
+    std::fs::write(dir.path().join("floe.toml"), config).unwrap();
+    let branch = |dir: &Path| {
+        let t = common::read(dir, "demo.items");
+        assert_eq!(t["count"], 0, "main has nothing: {t}");
+        let mut out = BTreeMap::new();
+        for r in t["branches"]["audit"]["rows"].as_array().unwrap() {
+            let key = (
+                r["object"].as_str().unwrap().to_owned(),
+                r["version"].as_i64().unwrap(),
+            );
+            *out.entry(key).or_insert(0) += 1;
+        }
+        (out, t)
+    };
+    put(dir.path(), "items", "a", 1, 5);
+    put(dir.path(), "items", "b", 1, 3);
+    floe_run(dir.path());
+    put(dir.path(), "items", "a", 2, 2);
+    std::fs::remove_file(dir.path().join("bucket/items/b.ndjson")).unwrap();
+    floe_run(dir.path());
+    let (rows, _) = branch(dir.path());
+    assert_eq!(rows, want(&[("a", 2, 2)]));
+
+    let out = common::maintain_now(dir.path());
+    assert!(out.contains("demo.items"), "{out}");
+    let (rows, t) = branch(dir.path());
+    assert_eq!(rows, want(&[("a", 2, 2)]), "compaction keeps the rows");
+    assert!(t["refs"].get("main").is_none(), "{t}");
+    let head = t["refs"]["audit"].as_i64().unwrap();
+    let snapshots = t["snapshots"].as_array().unwrap();
+    let newest = snapshots.iter().find(|s| s["id"] == head).unwrap();
+    assert_eq!(
+        newest["operation"], "replace",
+        "compacted on the branch: {t}"
+    );
+    assert_eq!(snapshots.len(), 1, "the branch's history expired: {t}");
+
+    put(dir.path(), "items", "a", 3, 4);
+    floe_run(dir.path());
+    let (rows, t) = branch(dir.path());
+    assert_eq!(rows, want(&[("a", 3, 4)]), "{t}");
+    common::assert_commit_ids_unique(&t);
+}

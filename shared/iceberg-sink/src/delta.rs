@@ -518,7 +518,7 @@ pub fn branch_head<'t>(table: &'t Table, branch: &str) -> Option<&'t SnapshotRef
 
 /// The parent of a new snapshot on `branch`: its head, or `main`'s current snapshot for a
 /// branch not made yet.
-fn parent_on<'t>(table: &'t Table, branch: &str) -> Option<&'t SnapshotRef> {
+pub(crate) fn parent_on<'t>(table: &'t Table, branch: &str) -> Option<&'t SnapshotRef> {
     branch_head(table, branch).or_else(|| table.metadata().current_snapshot())
 }
 
@@ -606,14 +606,13 @@ pub(crate) async fn finish_snapshot(
     Ok((requirements, updates))
 }
 
-/// The requirements of a commit on top of `snapshot_id`: the same table, `main` still there.
-pub(crate) fn main_at(table: &Table, snapshot_id: Option<i64>) -> Vec<TableRequirement> {
-    ref_at(table, MAIN_BRANCH, snapshot_id)
-}
-
 /// The requirements of a commit on top of `snapshot_id` of `branch` (`None`: the branch has no
 /// snapshot yet, or does not exist).
-fn ref_at(table: &Table, branch: &str, snapshot_id: Option<i64>) -> Vec<TableRequirement> {
+pub(crate) fn ref_at(
+    table: &Table,
+    branch: &str,
+    snapshot_id: Option<i64>,
+) -> Vec<TableRequirement> {
     vec![
         TableRequirement::UuidMatch {
             uuid: table.metadata().uuid(),
@@ -689,16 +688,17 @@ pub(crate) async fn manifest_list(
         .map_err(|e| from_iceberg(e).while_doing("failed to read the current manifest list"))
 }
 
-/// The data files among `paths` that the table's current snapshot holds, by path (a path the
-/// table no longer holds, or never held, is absent). Reads the manifest list and the data
-/// manifests whose files may include one of them.
+/// The data files among `paths` that `branch` holds (its head; `main`'s current snapshot for a
+/// branch not made yet, which its first commit makes from there), by path (a path the branch
+/// no longer holds, or never held, is absent). Reads the manifest list and the data manifests
+/// whose files may include one of them.
 pub async fn live_data_files(
     table: &Table,
+    branch: &str,
     paths: &std::collections::BTreeSet<String>,
 ) -> Result<HashMap<String, DataFile>> {
     let mut out = HashMap::new();
-    let metadata = table.metadata();
-    let Some(snapshot) = metadata.current_snapshot() else {
+    let Some(snapshot) = parent_on(table, branch) else {
         return Ok(out);
     };
     if paths.is_empty() {

@@ -50,10 +50,20 @@ pub struct Vectors {
 impl Vectors {
     /// The DVs of `table`'s current snapshot (none before format v3, which has them).
     pub async fn of_current(table: &Table) -> Result<Self> {
+        Self::of(
+            table,
+            table.metadata().current_snapshot().map(|s| s.snapshot_id()),
+        )
+        .await
+    }
+
+    /// The DVs of `table`'s snapshot `snapshot_id` (a branch's head, say).
+    pub async fn of(table: &Table, snapshot_id: Option<i64>) -> Result<Self> {
         let mut by_data_file: HashMap<String, Vec<DataFile>> = HashMap::new();
         let mut puffins = HashSet::new();
         let v3 = table.metadata().format_version() >= FormatVersion::V3;
-        if let Some(snapshot) = table.metadata().current_snapshot().filter(|_| v3) {
+        let snapshot = snapshot_id.and_then(|id| table.metadata().snapshot_by_id(id));
+        if let Some(snapshot) = snapshot.filter(|_| v3) {
             for e in crate::dv::live_deletes(table, snapshot).await? {
                 let file = e.data_file();
                 if !crate::dv::is_vector(file) {

@@ -1110,12 +1110,14 @@ async fn compaction_of_a_v3_table_applies_its_deletion_vectors() {
     let opts = CompactOptions {
         target_file_size_bytes: 64 << 20,
         file_prefix: "maint".into(),
+        branch: "main".into(),
+        tracks_rows: true,
     };
     let rewrite = compact(&table, &opts).await.unwrap();
     assert!(rewrite.skipped.is_empty(), "{:?}", rewrite.skipped);
     assert_eq!(rewrite.added.len(), 1);
     assert_eq!(rewrite.moved[first.file_path()].deleted, [1, 3]);
-    let (requirements, updates) = rewrite_updates(&table, &rewrite, HashMap::new())
+    let (requirements, updates) = rewrite_updates(&table, "main", &rewrite, HashMap::new())
         .await
         .unwrap();
     catalog

@@ -225,13 +225,24 @@ const OWN_TESTS: &[&str] = &[
 /// 12) and c removed, and the pass landing that halts at `point`. After the recovery the table
 /// holds exactly a's new rows and b's: none of a's old rows or c's come back, none is lost.
 async fn replace_crash_and_recover(point: &str) {
+    replace_crash_and_recover_with(CONFIG, point).await;
+}
+
+/// [`replace_crash_and_recover`] under configuration `text`; with a commit branch, the rows
+/// are read on the branch, and `main` must hold none.
+async fn replace_crash_and_recover_with(text: &str, point: &str) {
     let dir = tempfile::tempdir().unwrap();
     write_bucket(dir.path());
     let catalog = local_catalog(dir.path()).await;
-    let first = pipeline(dir.path(), &catalog, Faults::default()).await;
+    let branch = branch_of(text);
+    let read = async |catalog: &Arc<dyn FloeCatalog>| match &branch {
+        Some(b) => ids_on(catalog, b).await,
+        None => ids(catalog).await,
+    };
+    let first = pipeline_of(text, dir.path(), &catalog, Faults::default()).await;
     let report = first.run_once(true).await.unwrap();
     assert!(report.failures().is_empty(), "{:?}", report.failures());
-    assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<_>>());
+    assert_eq!(read(&catalog).await, (1..=9).collect::<Vec<_>>());
     drop(first);
     let bucket = dir.path().join("bucket");
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -241,8 +252,69 @@ async fn replace_crash_and_recover(point: &str) {
     )
     .unwrap();
     std::fs::remove_file(bucket.join("c.ndjson")).unwrap();
-    halt_then_recover(CONFIG, dir.path(), &catalog, point, || {}).await;
-    assert_eq!(ids(&catalog).await, [4, 5, 6, 11, 12], "{point}");
+    halt_then_recover(text, dir.path(), &catalog, point, || {}).await;
+    assert_eq!(read(&catalog).await, [4, 5, 6, 11, 12], "{point}");
+    if branch.is_some() {
+        assert!(ids(&catalog).await.is_empty(), "{point}: main untouched");
+    }
+}
+
+/// The commit branch `text` gives `t.events`, if any.
+fn branch_of(text: &str) -> Option<String> {
+    let config = FloeConfig::from_raw(parse(text, false).unwrap(), Path::new("/")).unwrap();
+    config.commit_branches.of("t.events").map(str::to_owned)
+}
+
+/// The ids on `branch` of `t.events`, sorted.
+async fn ids_on(catalog: &Arc<dyn FloeCatalog>, branch: &str) -> Vec<i64> {
+    let ident = TableIdent::from_strs(["t", "events"]).unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    let Some(head) = table.metadata().snapshot_for_ref(branch) else {
+        return Vec::new();
+    };
+    let scan = (table.scan().snapshot_id(head.snapshot_id()))
+        .select(["id"])
+        .build()
+        .unwrap();
+    let batches: Vec<_> = scan.to_arrow().await.unwrap().try_collect().await.unwrap();
+    let mut out: Vec<i64> = (batches.iter())
+        .flat_map(|b| {
+            let col = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            col.values().to_vec()
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// [`replace_crash_and_recover`] on a table whose commits go to a branch: the branch holds
+/// exactly the current rows, `main` nothing.
+async fn branch_crash_and_recover(point: &str) {
+    let text = CONFIG.replace(
+        "[ingest]",
+        "[iceberg]\ntables.default-commit-branch = \"audit\"\n\n[ingest]",
+    );
+    replace_crash_and_recover_with(&text, point).await;
+}
+
+macro_rules! branch_crash_tests {
+    ($($name:ident => $point:literal,)*) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                branch_crash_and_recover($point).await;
+            }
+        )*
+    };
+}
+
+branch_crash_tests! {
+    branch_replace_after_stage => "ingest.after-stage",
+    branch_replace_after_record => "commit.after-record",
+    branch_replace_after_replaced_rows => "commit.after-replaced-rows",
+    branch_replace_after_append => "commit.after-append",
+    branch_replace_after_done => "commit.after-done",
+    branch_replace_after_settle => "commit.after-settle",
 }
 
 /// One test per crash point, each running `$run(point)`.
@@ -1072,6 +1144,139 @@ async fn maintenance_compacts_expires_and_keeps_replacing_rows() {
     assert_eq!(ids(&catalog).await, [4, 5, 6, 31]);
     // Nothing committed twice after the history went.
     assert!(p.run_once(true).await.unwrap().commits.commits.is_empty());
+}
+
+/// The live data files of `t.events`: path, partition spec and size.
+async fn live_data_files(catalog: &Arc<dyn FloeCatalog>) -> Vec<(String, i32, u64)> {
+    let ident = TableIdent::from_strs(["t", "events"]).unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    let snapshot = table.metadata().current_snapshot().unwrap();
+    let list = table.manifest_list_reader(snapshot).load().await.unwrap();
+    let mut out = Vec::new();
+    for m in list.entries() {
+        let manifest = m.load_manifest(table.file_io()).await.unwrap();
+        for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+            if e.content_type() == iceberg::spec::DataContentType::Data {
+                let path = e.file_path().to_owned();
+                out.push((path, m.partition_spec_id, e.file_size_in_bytes()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Compaction takes a partition's small files and the files of an earlier partition spec
+/// (rewritten into the current one), and leaves a large file alone: a replacing table written
+/// bucketed by id, then unpartitioned (each old bucket goes whole into the one new partition,
+/// so the rows keep their order), gets one large object and two small ones.
+#[tokio::test]
+async fn compaction_leaves_large_files_and_moves_earlier_spec_files_to_the_current_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = local_catalog(dir.path()).await;
+    let text = CONFIG
+        .replace("[ingest]\n", "[ingest]\ntarget-file-size-bytes = 1048576\n")
+        .replace(
+            "suffix = \".ndjson\"\n",
+            "suffix = \".ndjson\"\npartition-by = [\"bucket(2, id)\"]\n",
+        );
+    write_bucket(dir.path());
+    let p = pipeline_of(&text, dir.path(), &catalog, Faults::default()).await;
+    let report = p.run_once(true).await.unwrap();
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+
+    // Unpartitioned from now on (spec 1).
+    let ident = TableIdent::from_strs(["t", "events"]).unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    let spec = iceberg::spec::UnboundPartitionSpec::builder().build();
+    catalog
+        .commit_updates(
+            &ident,
+            vec![iceberg::TableRequirement::DefaultSpecIdMatch {
+                default_spec_id: table.metadata().default_partition_spec_id(),
+            }],
+            vec![
+                iceberg::TableUpdate::AddSpec { spec },
+                iceberg::TableUpdate::SetDefaultSpec { spec_id: -1 },
+            ],
+        )
+        .await
+        .unwrap();
+    // A large object (rows that do not compress: more than the target in Parquet) and two
+    // small ones.
+    let mut big = String::new();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for id in 1000..61_000 {
+        let mut v = String::new();
+        for _ in 0..4 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.push_str(&format!("{x:016x}"));
+        }
+        big.push_str(&format!("{{\"id\":{id},\"v\":\"{v}\"}}\n"));
+    }
+    std::fs::write(dir.path().join("bucket/big.ndjson"), big).unwrap();
+    overwrite(dir.path(), "d.ndjson", &[101, 102]).await;
+    overwrite(dir.path(), "e.ndjson", &[103, 104]).await;
+    let report = p.run_once(true).await.unwrap();
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    let want = ids(&catalog).await;
+    assert_eq!(want.len(), 9 + 60_000 + 4, "b's bad line is not a row");
+
+    let before = live_data_files(&catalog).await;
+    let large: Vec<&String> = (before.iter())
+        .filter(|(_, spec, size)| *spec == 1 && *size >= 786_432)
+        .map(|(path, _, _)| path)
+        .collect();
+    assert!(!large.is_empty(), "a large file: {before:?}");
+    assert!(before.iter().any(|(_, spec, _)| *spec == 0), "{before:?}");
+    let done = p
+        .maintain(&["t.events".to_owned()], &maintain_options())
+        .await
+        .unwrap();
+    let after = live_data_files(&catalog).await;
+    assert!(
+        after.iter().all(|(_, spec, _)| *spec == 1),
+        "every file in the current spec: {after:?}"
+    );
+    for path in &large {
+        assert!(
+            after.iter().any(|(p, _, _)| p == *path),
+            "{path} is large and has no deletes: left as it is ({done:?})"
+        );
+    }
+    // (The new files come out below the target: the rolling writer counts the open row
+    // group's pages before compression.)
+    assert!(
+        after.len() < before.len(),
+        "fewer files: {before:?} -> {after:?}"
+    );
+    for (path, _, _) in &after {
+        assert!(
+            large.contains(&path) || path.contains("/maint-"),
+            "every other file was rewritten: {after:?}"
+        );
+    }
+    assert_eq!(ids(&catalog).await, want);
+    let read = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &dir.path().join("catalog.db"),
+        &dir.path().join("warehouse"),
+        "t.events",
+    );
+    assert_eq!(read["count"], want.len(), "pyiceberg");
+    // a's next version still replaces its rows, wherever compaction moved them.
+    overwrite(dir.path(), "a.ndjson", &[31]).await;
+    let report = p.run_once(true).await.unwrap();
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    let now = ids(&catalog).await;
+    assert!(
+        now.contains(&31) && !now.contains(&1) && !now.contains(&2),
+        "{:?}",
+        &now[..8]
+    );
+    assert_eq!(now.len(), want.len() - 2);
 }
 
 /// `t.events`' maintenance with `opts` under configuration `text`, halted at `point`; returns
