@@ -135,6 +135,24 @@ impl WriteProps {
     }
 }
 
+impl WriteProps {
+    /// These properties, with `base`'s where these have none (a route's own over the
+    /// `[iceberg]` defaults).
+    pub fn or(self, base: &WriteProps) -> WriteProps {
+        WriteProps {
+            compression: self.compression.or(base.compression),
+            zstd_level: self.zstd_level.or(base.zstd_level),
+            target_file_size_bytes: self.target_file_size_bytes.or(base.target_file_size_bytes),
+            row_group_rows: self.row_group_rows.or(base.row_group_rows),
+        }
+    }
+
+    /// `write.target-file-size-bytes`, when given.
+    pub fn target_file_size_bytes(&self) -> Option<usize> {
+        self.target_file_size_bytes
+    }
+}
+
 impl WriterOptions {
     /// These options with `props` applied over them.
     pub fn with_write_props(mut self, props: &WriteProps) -> Self {

@@ -138,7 +138,8 @@ impl IcebergTarget {
             .map(|(_, f)| f.clone())
             .filter(|f| !known.contains_key(f))
             .collect();
-        known.extend(floe_iceberg::delta::live_data_files(table, &elsewhere).await?);
+        let branch = self.branch.as_deref().unwrap_or(iceberg::spec::MAIN_BRANCH);
+        known.extend(floe_iceberg::delta::live_data_files(table, branch, &elsewhere).await?);
         let mut out: HashMap<String, Vec<DataFile>> = HashMap::new();
         for ((batch, path), positions) in resolution.deletes {
             let Some(file) = known.get(&path) else {

@@ -22,7 +22,7 @@ use floe_checkpoint::StoreExt;
 use floe_core::{Error, Result};
 use floe_iceberg::maintain::{CompactOptions, Moved, compact, expire_updates, rewrite_updates};
 use floe_iceberg::{
-    CHECKPOINT_PROP, COMMIT_ID_PROP, ON_CHANGE_PROP, find_commit, load_table, parse_ident,
+    CHECKPOINT_PROP, COMMIT_ID_PROP, ON_CHANGE_PROP, find_commit_on, load_table, parse_ident,
 };
 use serde::{Deserialize, Serialize};
 
@@ -146,13 +146,25 @@ impl Committer<'_> {
             );
             return Ok(report);
         }
+        // The branch floe commits the table's rows to, where its `rows/` records point.
+        let branch = (self.config.commit_branches.of(table)).unwrap_or(iceberg::spec::MAIN_BRANCH);
         if opts.compact {
             let id = uuid::Uuid::now_v7().to_string();
+            // The size the table's route writes its files at.
+            let target_size = (self.config.routes.iter())
+                .find(|r| r.table == table)
+                .and_then(|r| r.write_props.target_file_size_bytes())
+                .map_or(self.config.ingest.target_file_size_bytes, |s| s as u64);
             let rewrite = compact(
                 &loaded,
                 &CompactOptions {
-                    target_file_size_bytes: self.config.ingest.target_file_size_bytes,
+                    target_file_size_bytes: target_size,
                     file_prefix: format!("maint-{id}"),
+                    branch: branch.to_owned(),
+                    tracks_rows: replaces
+                        || (self.config.routes.iter()).any(|r| {
+                            r.table == table && r.on_change == crate::config::OnChange::Replace
+                        }),
                 },
             )
             .await?;
@@ -178,7 +190,8 @@ impl Committer<'_> {
                         serde_json::json!({"maintenance": "compaction"}).to_string(),
                     ),
                 ]);
-                let (requirements, updates) = rewrite_updates(&loaded, &rewrite, summary).await?;
+                let (requirements, updates) =
+                    rewrite_updates(&loaded, branch, &rewrite, summary).await?;
                 // Still ours: a committer that took the lease over commits on top of the
                 // snapshot this one replaces, and the requirement then refuses this commit.
                 self.renew_lease(true).await?;
@@ -202,7 +215,7 @@ impl Committer<'_> {
                 .ok_or_else(|| Error::config("--table", format!("table {table} does not exist")))?;
             let cutoff = floe_checkpoint::now_ms() - age.as_millis() as i64;
             if let Some((requirements, updates, ids)) =
-                expire_updates(&loaded, cutoff, opts.keep_snapshots)
+                expire_updates(&loaded, branch, cutoff, opts.keep_snapshots)
             {
                 self.renew_lease(true).await?;
                 self.catalog
@@ -216,7 +229,7 @@ impl Committer<'_> {
             }
         }
         if let Some(age) = opts.remove_orphans_older_than {
-            if self.table_bucket_removes_orphans() {
+            if table_bucket_removes_orphans(&self.config.catalog) {
                 report.skipped.push(
                     "orphan files: the table bucket removes unreferenced files itself \
                      (icebergUnreferencedFileRemoval)"
@@ -253,17 +266,6 @@ impl Committer<'_> {
             && floe_iceberg::s3tables::managed_maintenance(&catalog.props)?)
     }
 
-    /// Whether the tables live in an S3 Tables or OSS Tables bucket, which removes unreferenced
-    /// files itself and cannot be listed: the `s3tables` catalog, or a REST catalog signing as
-    /// `s3tables` or `osstables`.
-    fn table_bucket_removes_orphans(&self) -> bool {
-        let catalog = &self.config.catalog;
-        let signing = catalog.props.get("rest.signing-name").map(String::as_str);
-        catalog.kind == floe_iceberg::CatalogKind::S3Tables
-            || (catalog.kind == floe_iceberg::CatalogKind::Rest
-                && matches!(signing, Some("s3tables" | "osstables")))
-    }
-
     /// Finish (or drop) a compaction an earlier holder of the lease left: once its snapshot is
     /// in the table, the `rows/` records still pointing at the files it replaced are moved.
     /// Returns how many records moved.
@@ -273,8 +275,10 @@ impl Committer<'_> {
             return Ok(0);
         };
         let ident = parse_ident(&record.table)?;
+        let branch =
+            (self.config.commit_branches.of(&record.table)).unwrap_or(iceberg::spec::MAIN_BRANCH);
         let landed = match load_table(self.catalog.as_ref(), &ident).await? {
-            Some(t) => find_commit(&t, &record.id).is_some(),
+            Some(t) => find_commit_on(&t, branch, &record.id).is_some(),
             None => false,
         };
         let mut moved = 0;
@@ -306,5 +310,82 @@ impl Committer<'_> {
         }
         self.checkpoint.delete_if_version(&key, &version).await?;
         Ok(moved)
+    }
+}
+
+/// Whether `catalog`'s tables live in an S3 Tables or OSS Tables bucket, which removes
+/// unreferenced files itself and cannot be listed: the `s3tables` catalog, or a REST catalog
+/// signing as `s3tables` or `osstables`.
+fn table_bucket_removes_orphans(catalog: &floe_iceberg::CatalogConfig) -> bool {
+    let signing = catalog.props.get("rest.signing-name").map(String::as_str);
+    catalog.kind == floe_iceberg::CatalogKind::S3Tables
+        || (catalog.kind == floe_iceberg::CatalogKind::Rest
+            && matches!(signing, Some("s3tables" | "osstables")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    /// Orphan removal leaves S3 Tables and OSS Tables buckets alone, whichever catalog reaches
+    /// them (the `s3tables` API, or their Iceberg REST endpoints signing as `s3tables` /
+    /// `osstables`), and lists every other catalog's table locations.
+    #[test]
+    fn table_buckets_remove_their_own_orphans() {
+        let catalog = |props: &[(&str, &str)]| {
+            let props: HashMap<String, String> = (props.iter())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            floe_iceberg::CatalogConfig::from_props("floe", props, Path::new("/")).unwrap()
+        };
+        let cases: [(&[(&str, &str)], bool); 6] = [
+            (&[("uri", "c.db"), ("warehouse", "wh")], false),
+            (&[("type", "rest"), ("uri", "http://localhost:8181")], false),
+            (
+                &[
+                    ("type", "rest"),
+                    ("uri", "https://cn-hangzhou.oss-tables.aliyuncs.com/iceberg"),
+                    ("rest.sigv4-enabled", "true"),
+                    ("rest.signing-name", "osstables"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("type", "rest"),
+                    ("uri", "https://s3tables.us-east-1.amazonaws.com/iceberg"),
+                    ("rest.sigv4-enabled", "true"),
+                    ("rest.signing-name", "s3tables"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("type", "rest"),
+                    ("uri", "https://glue.us-east-1.amazonaws.com/iceberg"),
+                    ("rest.sigv4-enabled", "true"),
+                    ("rest.signing-name", "glue"),
+                ],
+                false,
+            ),
+            (
+                &[
+                    ("type", "s3tables"),
+                    (
+                        "warehouse",
+                        "arn:aws:s3tables:us-east-1:123456789012:bucket/b",
+                    ),
+                ],
+                true,
+            ),
+        ];
+        for (props, want) in cases {
+            assert_eq!(
+                super::table_bucket_removes_orphans(&catalog(props)),
+                want,
+                "{props:?}"
+            );
+        }
     }
 }
