@@ -5,8 +5,9 @@ Usage: iceberg_read.py --catalog NAME --uri SQLITE_URI --warehouse URL --table N
    or: iceberg_read.py --rest URI --token TOKEN [--rest-warehouse W] [--prefix P] --table NS.TABLE
 
 Prints one JSON document: row count, rows (values as JSON: timestamps in ISO 8601, bytes in hex),
-snapshots with their summaries, the partition spec, the data files with their partitions, and
-the refs (each branch or tag other than main read at its snapshot).
+snapshots with their summaries (and row lineage), the partition spec, the data files with their
+partitions and the delete files applied to them, the format version, and the refs (each branch or
+tag other than main read at its snapshot).
 """
 import argparse
 import datetime
@@ -69,13 +70,26 @@ def read(catalog, name, max_rows):
             "id": s.snapshot_id,
             "parent": s.parent_snapshot_id,
             "operation": s.summary.operation.value if s.summary else None,
+            "first_row_id": getattr(s, "first_row_id", None),
+            "added_rows": getattr(s, "added_rows", None),
             "summary": dict(s.summary.additional_properties) if s.summary else {},
         }
         for s in table.metadata.snapshots
     ]
     files = []
+    deletes = []
     for task in table.scan().plan_files():
         df = task.file
+        for d in task.delete_files:
+            deletes.append({
+                "path": d.file_path,
+                "format": str(d.file_format.value).lower(),
+                "data_file": df.file_path,
+                "referenced_data_file": getattr(d, "referenced_data_file", None),
+                "content_offset": getattr(d, "content_offset", None),
+                "content_size_in_bytes": getattr(d, "content_size_in_bytes", None),
+                "record_count": d.record_count,
+            })
         files.append({
             "path": df.file_path,
             "record_count": df.record_count,
@@ -100,6 +114,9 @@ def read(catalog, name, max_rows):
         "spec": str(table.spec()),
         "snapshots": snapshots,
         "files": files,
+        "deletes": deletes,
+        "format_version": table.metadata.format_version,
+        "next_row_id": getattr(table.metadata, "next_row_id", None),
         "location": table.location(),
     }
 

@@ -126,7 +126,8 @@ pub async fn describe(catalog: &dyn Catalog, ident: &TableIdent, rows: usize) ->
         return Ok(());
     }
     let scan = table.scan().select_all().build().map_err(from_iceberg)?;
-    let mut stream = scan.to_arrow().await.map_err(from_iceberg)?;
+    // floe's read: iceberg-rust's own does not apply deletion vectors (format v3).
+    let mut stream = floe_iceberg::scan::read(&table, &scan).await?;
     let mut batches = Vec::new();
     let mut n = 0;
     while n < rows {

@@ -395,6 +395,62 @@ fn schema_evolution_adds_fields_inside_structs_and_lists() {
     assert_eq!(duck["count"], 2, "{duck}");
 }
 
+/// Schema evolution widens types inside columns too, as the Iceberg spec allows a nested
+/// field's type to be promoted: an `int` in a struct becomes a `long`, a `float` in a list's
+/// element struct a `double`, field ids kept. Rows written before read their old values.
+#[test]
+fn schema_evolution_widens_types_inside_structs_and_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let schema = r#"{"fields":[{"name":"id","type":"long"},{"name":"addr","type":{"type":"struct","fields":[{"name":"n","type":"int"}]}},{"name":"items","type":{"type":"list","element":{"type":"struct","fields":[{"name":"q","type":"float"}]}}}]}"#;
+    write(
+        &root.join("floe.toml"),
+        format!(
+            "[source]\nfolder = \"bucket\"\n[[routes]]\nprefix = \"n/\"\ntable = \"t.deep\"\nschema = '{schema}'\n"
+        ),
+    );
+    write(
+        &root.join("bucket/n/1.ndjson"),
+        "{\"id\": 1, \"addr\": {\"n\": 7}, \"items\": [{\"q\": 1.5}]}\n",
+    );
+    run_passes(root, 1);
+    write(
+        &root.join("floe.toml"),
+        "[source]\nfolder = \"bucket\"\n[iceberg]\ntables.evolve-schema-enabled = true\n\
+         [[routes]]\nprefix = \"n/\"\ntable = \"t.deep\"\n",
+    );
+    write(
+        &root.join("bucket/n/2.ndjson"),
+        "{\"id\": 2, \"addr\": {\"n\": 5000000000}, \"items\": [{\"q\": 1e300}]}\n",
+    );
+    let config = root.join("floe.toml");
+    let (code, out, err) = floe(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("bad records: 0"), "{out}");
+
+    let r = root.canonicalize().unwrap();
+    let table = read_local(&r, "t.deep");
+    assert_eq!(table["count"], 2, "{table}");
+    let types = table["types"].as_object().unwrap();
+    assert!(types["addr"].as_str().unwrap().contains("long"), "{table}");
+    assert!(!types["addr"].as_str().unwrap().contains("int"), "{table}");
+    assert!(
+        types["items"].as_str().unwrap().contains("double"),
+        "{table}"
+    );
+    assert_eq!(
+        row_by_id(&table, 2)["addr"]["n"],
+        5_000_000_000i64,
+        "{table}"
+    );
+    assert_eq!(row_by_id(&table, 2)["items"][0]["q"], 1e300, "{table}");
+    assert_eq!(row_by_id(&table, 1)["addr"]["n"], 7, "{table}");
+    assert_eq!(row_by_id(&table, 1)["items"][0]["q"], 1.5, "{table}");
+    let duck = floe_testbed::duckdb::read_sql_table(&r.join("catalog.db"), "t.deep", Some("id"));
+    assert_eq!(duck["count"], 2, "{duck}");
+    assert_eq!(duck["rows"][1]["addr"]["n"], 5_000_000_000i64, "{duck}");
+}
+
 /// Kafka Connect's `iceberg.tables.default-commit-branch`: snapshots go on that branch, made
 /// from main at the first commit, each on top of the branch's last; main stays as it was; a pass
 /// with nothing new commits nothing. pyiceberg reads the branch at its snapshot (DuckDB's
@@ -482,6 +538,139 @@ fn records_go_to_the_tables_their_route_field_names() {
     assert_eq!(duck["count"], 2, "{duck}");
 }
 
+/// With schema evolution on, a table that records choose by their route field takes the
+/// fields they bring, as the route's own table does: ev.clicks exists with `id` and `kind`,
+/// then records bring `extra`.
+#[test]
+fn tables_records_route_to_evolve_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        &root.join("floe.toml"),
+        "[source]\nfolder = \"bucket\"\n[iceberg]\ntables.dynamic-enabled = true\n\
+         tables.route-field = \"kind\"\ntables.evolve-schema-enabled = true\n\
+         [[routes]]\ntable = \"ev.other\"\n",
+    );
+    write(
+        &root.join("bucket/1.ndjson"),
+        "{\"id\": 1, \"kind\": \"clicks\", \"n\": 1.5}\n{\"id\": 2}\n",
+    );
+    run_passes(root, 1);
+    write(
+        &root.join("bucket/2.ndjson"),
+        "{\"id\": 3, \"kind\": \"clicks\", \"extra\": \"e\", \"n\": 1e300}\n{\"id\": 4, \"extra\": \"f\"}\n",
+    );
+    run_passes(root, 1);
+    let r = root.canonicalize().unwrap();
+    let tables = floe_testbed::pyiceberg::read_sql_tables(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        &["ev.clicks", "ev.other"],
+    );
+    assert_eq!(sorted_ids(&tables["ev.clicks"]), [1, 3]);
+    assert_eq!(sorted_ids(&tables["ev.other"]), [2, 4]);
+    for t in ["ev.clicks", "ev.other"] {
+        assert!(
+            tables[t]["columns"].to_string().contains("extra"),
+            "{t} took the new field: {}",
+            tables[t]
+        );
+    }
+    assert_eq!(row_by_id(&tables["ev.clicks"], 3)["extra"], "e");
+    assert_eq!(row_by_id(&tables["ev.clicks"], 3)["n"], 1e300);
+    assert_eq!(row_by_id(&tables["ev.other"], 4)["extra"], "f");
+}
+
+/// Kafka Connect's static routing, from a connector's properties: `iceberg.tables` with
+/// `iceberg.tables.route-field` and a `route-regex` per table. A record goes to every table
+/// whose regex matches the whole value; one that matches none is dead-lettered, naming the
+/// value (Kafka Connect drops it). A TOML route's own `table`, when it has no regex, takes
+/// what matches none instead.
+#[test]
+fn records_go_to_every_table_whose_route_regex_matches_their_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        &root.join("floe.properties"),
+        "source.folder = bucket\n\
+         iceberg.tables = ev.list,ev.create\n\
+         iceberg.tables.route-field = type\n\
+         iceberg.table.ev.list.route-regex = list|ls\n\
+         iceberg.table.ev.create.route-regex = create|ls\n\
+         iceberg.tables.default-partition-by = bucket(id, 4)\n",
+    );
+    write(
+        &root.join("bucket/1.ndjson"),
+        "{\"id\": 1, \"type\": \"list\"}\n{\"id\": 2, \"type\": \"create\"}\n\
+         {\"id\": 3, \"type\": \"ls\"}\n{\"id\": 4, \"type\": \"delete\"}\n\
+         {\"id\": 5}\n{\"id\": 6, \"type\": \"lists\"}\n",
+    );
+    let config = root.join("floe.properties");
+    let config = config.to_str().unwrap();
+    for _ in 0..2 {
+        let (code, out, err) = floe(&["run", "--config", config]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let r = root.canonicalize().unwrap();
+    let tables = floe_testbed::pyiceberg::read_sql_tables(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        &["ev.list", "ev.create"],
+    );
+    assert_eq!(sorted_ids(&tables["ev.list"]), [1, 3]);
+    assert_eq!(sorted_ids(&tables["ev.create"]), [2, 3]);
+    for t in ["ev.list", "ev.create"] {
+        assert_eq!(tables[t]["snapshots"].as_array().unwrap().len(), 1, "{t}");
+        assert!(
+            tables[t]["spec"].as_str().unwrap().contains("bucket"),
+            "iceberg.tables.default-partition-by: {}",
+            tables[t]
+        );
+    }
+    let duck = floe_testbed::duckdb::read_sql_table(&r.join("catalog.db"), "ev.create", Some("id"));
+    assert_eq!(duck["count"], 2, "{duck}");
+    // The three that match nothing are dead letters, one record each, naming the value.
+    let (code, out, err) = floe(&["dead-letters", "list", "--json", "--config", config]);
+    assert_eq!(code, 0, "{out}{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["totals"]["letters"], 3, "{doc}");
+    let key = doc["files"][0]["key"].as_str().unwrap().to_owned();
+    let (code, out, err) = floe(&["dead-letters", "show", "--config", config, &key]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("`delete`, which matches no table's route-regex"),
+        "{out}"
+    );
+    assert!(out.contains("`lists`"), "{out}");
+    assert!(out.contains("null (or no such field)"), "{out}");
+    assert!(out.contains("line 4"), "the record's row: {out}");
+
+    // A TOML route whose own table has no regex takes what matches none.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        &root.join("floe.toml"),
+        "[source]\nfolder = \"bucket\"\n[[routes]]\ntable = \"ev.rest\"\n\
+         route-field = \"type\"\nroute-regex = { \"ev.list\" = \"list\" }\n",
+    );
+    write(
+        &root.join("bucket/1.ndjson"),
+        "{\"id\": 1, \"type\": \"list\"}\n{\"id\": 2, \"type\": \"create\"}\n{\"id\": 3}\n",
+    );
+    run_passes(root, 1);
+    let r = root.canonicalize().unwrap();
+    let tables = floe_testbed::pyiceberg::read_sql_tables(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        &["ev.list", "ev.rest"],
+    );
+    assert_eq!(sorted_ids(&tables["ev.list"]), [1]);
+    assert_eq!(sorted_ids(&tables["ev.rest"]), [2, 3]);
+}
+
 /// Kafka Connect's `iceberg.tables` naming several tables (no `[[routes]]`): every record
 /// lands in each, each table committed once.
 #[test]
@@ -517,9 +706,14 @@ fn write_props_set_the_parquet_codec_and_row_groups() {
     let root = dir.path();
     let rows: String = (0..2500).map(|i| format!("{{\"id\": {i}}}\n")).collect();
     write(&root.join("bucket/p/1.ndjson"), &rows);
+    write(&root.join("bucket/q/1.ndjson"), &rows);
+    // A second route with write-props of its own: its codec wins, the row groups are the
+    // [iceberg] default's.
     let config = |props: &str| {
         format!(
-            "[source]\nfolder = \"bucket\"\n[iceberg]\n{props}[[routes]]\nprefix = \"p/\"\ntable = \"t.props\"\n"
+            "[source]\nfolder = \"bucket\"\n[iceberg]\n{props}[[routes]]\nprefix = \"p/\"\ntable = \"t.props\"\n\
+             [[routes]]\nprefix = \"q/\"\ntable = \"t.own\"\n\
+             write-props = {{ \"write.parquet.compression-codec\" = \"snappy\" }}\n"
         )
     };
     write(
@@ -551,6 +745,25 @@ fn write_props_set_the_parquet_codec_and_row_groups() {
         matches!(codec, parquet::basic::Compression::GZIP(_)),
         "{codec:?}"
     );
+    let own = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &r.join("catalog.db"),
+        &r.join("warehouse"),
+        "t.own",
+    );
+    assert_eq!(own["count"], 2500);
+    let file = own["files"][0]["path"].as_str().unwrap();
+    let reader =
+        SerializedFileReader::new(std::fs::File::open(file.trim_start_matches("file://")).unwrap())
+            .unwrap();
+    let meta = reader.metadata();
+    assert_eq!(meta.num_row_groups(), 3, "the [iceberg] row groups");
+    let codec = meta.row_group(0).column(0).compression();
+    assert_eq!(
+        codec,
+        parquet::basic::Compression::SNAPPY,
+        "the route's own codec"
+    );
 
     write(
         &path,
@@ -560,6 +773,13 @@ fn write_props_set_the_parquet_codec_and_row_groups() {
     assert_ne!(code, 0, "{out}");
     assert!(
         err.contains("iceberg.tables.write-props.write.format.default"),
+        "{err}"
+    );
+    write(&path, config("").replace("\"snappy\"", "\"brotli\""));
+    let (code, out, err) = floe(&["run", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        err.contains("routes[1].write-props.write.parquet.compression-codec"),
         "{err}"
     );
 }

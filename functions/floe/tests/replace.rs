@@ -3,8 +3,9 @@
 //! then fewer, then more again), another removed, a third left alone, on a partitioned table
 //! and in batches of two objects, then `floe maintain` (compaction, expiry) and one more
 //! version. After each step both pyiceberg and DuckDB read exactly the rows of the objects as
-//! they are now. A route set to `on-change = "append"` keeps every
-//! version's rows, and a metadata route asking for current state keeps one row per live object.
+//! they are now; the same on format v3 tables, whose deletes are deletion vectors. A route set
+//! to `on-change = "append"` keeps every version's rows, and a metadata route asking for current
+//! state keeps one row per live object.
 
 mod common;
 
@@ -105,12 +106,47 @@ fn want(pairs: &[(&str, i64, usize)]) -> BTreeMap<(String, i64), usize> {
         .collect()
 }
 
+/// The kind of the delete files `table`'s current snapshot applies (`parquet` position
+/// deletes, `puffin` deletion vectors), as pyiceberg plans them, and the table's format version.
+fn delete_formats(dir: &Path, table: &str) -> (std::collections::BTreeSet<String>, i64) {
+    let root = dir.canonicalize().unwrap();
+    let read = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &root.join("catalog.db"),
+        &root.join("warehouse"),
+        table,
+    );
+    let formats = (read["deletes"].as_array().unwrap().iter())
+        .map(|d| d["format"].as_str().unwrap().to_owned())
+        .collect();
+    (formats, read["format_version"].as_i64().unwrap())
+}
+
 #[test]
 fn an_object_overwritten_three_times_and_another_removed_read_back_as_they_are_now() {
+    replace_objects(CONFIG, 2, "parquet");
+}
+
+/// The same on format v3 tables (`tables.auto-create-props.format-version = "3"`), where the
+/// rows are deleted by deletion vectors, at most one per data file: pyiceberg and DuckDB both
+/// read them, before and after `floe maintain`, and `floe tables show` reads the table too.
+#[test]
+fn on_v3_tables_deletion_vectors_replace_the_rows_and_both_readers_read_them() {
+    let config = CONFIG.replace(
+        "[iceberg]\n",
+        "[iceberg]\ntables.auto-create-props.format-version = \"3\"\n",
+    );
+    replace_objects(&config, 3, "puffin");
+}
+
+/// One object overwritten three times and another removed, then maintenance, orphan removal
+/// and more versions, under `config`; the tables are format `version` and their position
+/// deletes are files of `format`.
+fn replace_objects(config: &str, version: i64, format: &str) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::create_dir_all(root.join("bucket")).unwrap();
-    std::fs::write(root.join("floe.toml"), CONFIG).unwrap();
+    std::fs::write(root.join("floe.toml"), config).unwrap();
 
     put(root, "items", "a", 1, 40);
     put(root, "items", "b", 1, 25);
@@ -139,6 +175,16 @@ fn an_object_overwritten_three_times_and_another_removed_read_back_as_they_are_n
         read_back(root, "demo.items"),
         want(&[("a", 3, 4), ("c", 1, 10)])
     );
+    let (formats, at) = delete_formats(root, "demo.items");
+    assert_eq!(at, version);
+    assert_eq!(formats, [format.to_owned()].into(), "delete files");
+    let show = "tables show demo.items --rows 100 --config floe.toml";
+    let show: Vec<&str> = show.split(' ').collect();
+    let shown = common::floe(root, &show, &[]).expect_code(0, "floe tables show");
+    let rows = (shown.stdout.lines())
+        .filter(|l| l.contains("| a ") || l.contains("| c "))
+        .count();
+    assert_eq!(rows, 14, "floe's own read: {}", shown.stdout);
 
     // a, fourth version, written after a new object that shares its batch and files.
     put(root, "items", "d", 1, 9);
@@ -319,4 +365,61 @@ fn age_files(dir: &Path, hours: u64) -> usize {
         }
     }
     n
+}
+
+/// A replacing route whose table commits to a branch (Kafka Connect's
+/// `iceberg.tables.default-commit-branch`): an overwritten object's old rows are deleted on the
+/// branch, a removed object's rows go, `floe maintain` compacts the branch (where floe's
+/// records of each object's rows point) and expires its history, and a version after that
+/// still replaces its rows. `main` is never touched. pyiceberg reads the branch at its head;
+/// DuckDB's iceberg extension reads `main` only, so it is not asked.
+#[test]
+fn a_replacing_route_on_a_branch_keeps_the_branch_current_and_main_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = CONFIG.replace(
+        "catalog.warehouse = \"warehouse\"\n",
+        "catalog.warehouse = \"warehouse\"\ntables.default-commit-branch = \"audit\"\n",
+    );
+    std::fs::write(dir.path().join("floe.toml"), config).unwrap();
+    let branch = |dir: &Path| {
+        let t = common::read(dir, "demo.items");
+        assert_eq!(t["count"], 0, "main has nothing: {t}");
+        let mut out = BTreeMap::new();
+        for r in t["branches"]["audit"]["rows"].as_array().unwrap() {
+            let key = (
+                r["object"].as_str().unwrap().to_owned(),
+                r["version"].as_i64().unwrap(),
+            );
+            *out.entry(key).or_insert(0) += 1;
+        }
+        (out, t)
+    };
+    put(dir.path(), "items", "a", 1, 5);
+    put(dir.path(), "items", "b", 1, 3);
+    floe_run(dir.path());
+    put(dir.path(), "items", "a", 2, 2);
+    std::fs::remove_file(dir.path().join("bucket/items/b.ndjson")).unwrap();
+    floe_run(dir.path());
+    let (rows, _) = branch(dir.path());
+    assert_eq!(rows, want(&[("a", 2, 2)]));
+
+    let out = common::maintain_now(dir.path());
+    assert!(out.contains("demo.items"), "{out}");
+    let (rows, t) = branch(dir.path());
+    assert_eq!(rows, want(&[("a", 2, 2)]), "compaction keeps the rows");
+    assert!(t["refs"].get("main").is_none(), "{t}");
+    let head = t["refs"]["audit"].as_i64().unwrap();
+    let snapshots = t["snapshots"].as_array().unwrap();
+    let newest = snapshots.iter().find(|s| s["id"] == head).unwrap();
+    assert_eq!(
+        newest["operation"], "replace",
+        "compacted on the branch: {t}"
+    );
+    assert_eq!(snapshots.len(), 1, "the branch's history expired: {t}");
+
+    put(dir.path(), "items", "a", 3, 4);
+    floe_run(dir.path());
+    let (rows, t) = branch(dir.path());
+    assert_eq!(rows, want(&[("a", 3, 4)]), "{t}");
+    common::assert_commit_ids_unique(&t);
 }

@@ -4,7 +4,8 @@
 //! inserted, then 30% updated and 5% deleted, some keys changed twice within one object, and
 //! one key changed by two batches of one commit. The current rows are read back with DuckDB; pyiceberg 0.12
 //! does not read equality deletes, and the test checks that it says so. After `floe maintain`
-//! (files rewritten with every delete applied) both readers read the same rows.
+//! (files rewritten with every delete applied) both readers read the same rows. The same runs on
+//! a format v3 table, whose position deletes are deletion vectors.
 
 mod common;
 
@@ -86,10 +87,28 @@ fn by_key(read: &serde_json::Value, who: &str) -> BTreeMap<u64, String> {
 
 #[test]
 fn ten_thousand_keys_upserted_and_deleted_read_back_as_the_latest_rows() {
+    upsert_keys(CONFIG, "parquet");
+}
+
+/// The same on a format v3 table: the position deletes of the keys object 0 changes twice
+/// are deletion vectors (the equality deletes stay as they are); DuckDB reads both, and after
+/// `floe maintain` (which applies both) pyiceberg reads the table.
+#[test]
+fn on_a_v3_table_keys_changed_twice_in_a_batch_are_deleted_by_deletion_vectors() {
+    let config = CONFIG.replace(
+        "[iceberg]\n",
+        "[iceberg]\ntables.auto-create-props.format-version = \"3\"\n",
+    );
+    upsert_keys(&config, "puffin");
+}
+
+/// Rounds of inserts, updates and deletes under `config`; see the module doc. The position
+/// deletes of the keys changed twice in one object are files named `*.<deletes>`.
+fn upsert_keys(config: &str, deletes: &str) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::create_dir_all(root.join("bucket/cdc")).unwrap();
-    std::fs::write(root.join("floe.toml"), CONFIG).unwrap();
+    std::fs::write(root.join("floe.toml"), config).unwrap();
     let mut want = BTreeMap::new();
 
     // Round 1: 10,000 inserts in five objects.
@@ -137,6 +156,12 @@ fn ten_thousand_keys_upserted_and_deleted_read_back_as_the_latest_rows() {
         got.len()
     );
     assert_eq!(got, want, "after the updates and deletes");
+    let data = root.join("warehouse/demo/users/data");
+    let positions = (std::fs::read_dir(&data).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("floe-d") && n.ends_with(&format!(".{deletes}")))
+        .count();
+    assert!(positions > 0, "no position deletes in {}", data.display());
 
     // Round 3: four objects, two batches of one commit, both updating key 7 (and each its
     // own keys). Objects carry no order between them, so either update may win, but only one:

@@ -51,9 +51,20 @@ pub struct PartitionField {
     pub name: String,
 }
 
+/// The two arguments of `bucket` / `truncate` as (number, column), in either order.
+fn number_and_column<'a>(a: &'a str, b: &'a str) -> (&'a str, &'a str) {
+    if a.parse::<u32>().is_err() && b.parse::<u32>().is_ok() {
+        (b, a)
+    } else {
+        (a, b)
+    }
+}
+
 impl PartitionField {
     /// Parse `day(ts)`, `bucket(16, id)`, `truncate(4, name)`, `identity(region)` or a bare
-    /// column name (identity). An optional ` as name` renames the partition field.
+    /// column name (identity). `bucket` and `truncate` also take the column first, as Kafka
+    /// Connect writes them (`bucket(id, 16)`). An optional ` as name` renames the partition
+    /// field.
     pub fn parse(text: &str) -> Result<Self> {
         let bad = |why: &str| Error::config("partition-by", format!("`{text}`: {why}"));
         let (expr, alias) = match text.split_once(" as ") {
@@ -79,8 +90,15 @@ impl PartitionField {
                     ("day" | "days", [c]) => (Transform::Day, c.to_string()),
                     ("hour" | "hours", [c]) => (Transform::Hour, c.to_string()),
                     ("void", [c]) => (Transform::Void, c.to_string()),
-                    ("bucket", [n, c]) => (Transform::Bucket(number(n)?), c.to_string()),
-                    ("truncate", [w, c]) => (Transform::Truncate(number(w)?), c.to_string()),
+                    // Spark's order (`bucket(16, id)`) or Kafka Connect's (`bucket(id, 16)`).
+                    ("bucket", [a, b]) => {
+                        let (n, c) = number_and_column(a, b);
+                        (Transform::Bucket(number(n)?), c.to_string())
+                    }
+                    ("truncate", [a, b]) => {
+                        let (w, c) = number_and_column(a, b);
+                        (Transform::Truncate(number(w)?), c.to_string())
+                    }
                     _ => return Err(bad("unknown transform or wrong number of arguments")),
                 }
             }
@@ -124,6 +142,13 @@ mod tests {
             ),
             ("hour(ts) as h", Transform::Hour, "ts", "h"),
             ("identity(x)", Transform::Identity, "x", "x"),
+            ("bucket(id, 8)", Transform::Bucket(8), "id", "id_bucket"),
+            (
+                "truncate(name,2)",
+                Transform::Truncate(2),
+                "name",
+                "name_trunc",
+            ),
         ];
         for (text, t, src, name) in cases {
             let p = PartitionField::parse(text).unwrap();

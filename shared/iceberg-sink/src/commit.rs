@@ -309,9 +309,10 @@ pub async fn append_with_hook(
                 snapshot_id: found.snapshot_id,
             });
         }
+        let branch = req.branch.as_deref().unwrap_or(MAIN_BRANCH);
         if let Some(base) = req.deletes_on
-            && table.metadata().current_snapshot_id() != Some(base)
-            && !deleted_files_live(&table, req).await?
+            && crate::delta::branch_head(&table, branch).map(|s| s.snapshot_id()) != Some(base)
+            && !deleted_files_live(&table, branch, req).await?
         {
             return Err(Error::new(
                 ErrorKind::Conflict,
@@ -407,7 +408,7 @@ pub async fn append_with_hook(
 
 /// Whether every data file `req`'s position deletes name, other than its own, is live in
 /// `table` (see [`AppendRequest::deletes_on`]).
-async fn deleted_files_live(table: &Table, req: &AppendRequest) -> Result<bool> {
+async fn deleted_files_live(table: &Table, branch: &str, req: &AppendRequest) -> Result<bool> {
     let own: BTreeSet<&str> = (req.files.iter())
         .filter(|f| f.content_type() == DataContentType::Data)
         .map(|f| f.file_path())
@@ -417,7 +418,7 @@ async fn deleted_files_live(table: &Table, req: &AppendRequest) -> Result<bool> 
         .filter_map(|f| f.referenced_data_file())
         .filter(|p| !own.contains(p.as_str()))
         .collect();
-    let live = crate::delta::live_data_files(table, &named).await?;
+    let live = crate::delta::live_data_files(table, branch, &named).await?;
     Ok(live.len() == named.len())
 }
 

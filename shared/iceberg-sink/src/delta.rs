@@ -15,23 +15,29 @@
 //! delete applies only to lower ones, so it deletes a key's earlier rows and leaves the rows the
 //! same snapshot adds.
 //!
-//! Position deletes go into Parquet files of the spec's schema (`file_path`, `pos`, sorted),
-//! one per data file they delete from, naming it in `referenced_data_file` and in the
-//! `file_path` bounds, so every reader matches them to that file alone. Format v2 tables only:
-//! v1 has no delete files, and v3 wants deletion vectors for new position deletes, which floe
-//! does not write yet.
+//! On a format v2 table, position deletes go into Parquet files of the spec's schema
+//! (`file_path`, `pos`, sorted), one per data file they delete from, naming it in
+//! `referenced_data_file` and in the `file_path` bounds, so every reader matches them to that
+//! file alone. On a v3 table, which must not get new position delete files, they are deletion
+//! vectors ([`crate::dv`]): one per data file, merged when the snapshot is made with the ones it
+//! already has (the replaced entries marked deleted in rewritten copies of their manifests). A
+//! v3 snapshot also carries row lineage: its manifest list assigns the new data manifests their
+//! first row ids, and the snapshot its `first-row-id` (the table's `next-row-id`) and
+//! `added-rows`, which iceberg-rust's metadata builder checks and adds to `next-row-id`. v1
+//! tables have no delete files.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 use floe_core::{Error, ErrorKind, Result};
+use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, MAIN_BRANCH,
-    ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation,
-    Snapshot, SnapshotRef, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Struct,
-    Summary,
+    ManifestContentType, ManifestEntry, ManifestFile, ManifestListWriter, ManifestWriter,
+    ManifestWriterBuilder, Operation, PartitionSpec, Snapshot, SnapshotRef, SnapshotReference,
+    SnapshotRetention, SnapshotSummaryCollector, Struct, Summary,
 };
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
@@ -69,8 +75,9 @@ impl PositionDeletes {
     }
 }
 
-/// Write `deletes` as a position delete file under the table's data folder; the returned
-/// delete file still has to be committed (see [`snapshot_updates`]).
+/// Write `deletes` as a position delete file under the table's data folder (a deletion vector
+/// on a format v3 table); the returned delete file still has to be committed (see
+/// [`snapshot_updates`]).
 pub async fn write_position_deletes(table: &Table, deletes: &PositionDeletes) -> Result<DataFile> {
     let mut positions = deletes.positions.clone();
     positions.sort_unstable();
@@ -81,33 +88,26 @@ pub async fn write_position_deletes(table: &Table, deletes: &PositionDeletes) ->
             deletes.data_file
         )));
     }
-    let field = |name: &str, ty: DataType, id: i32| {
-        Field::new(name, ty, false).with_metadata(HashMap::from([(
-            parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_owned(),
-            id.to_string(),
-        )]))
-    };
-    let schema = Arc::new(ArrowSchema::new(vec![
-        field("file_path", DataType::Utf8, DELETE_FILE_PATH_ID),
-        field("pos", DataType::Int64, DELETE_POS_ID),
-    ]));
+    if positions[0] < 0 {
+        return Err(Error::invalid_input(format!(
+            "a negative row position ({}) to delete from {}",
+            positions[0], deletes.data_file
+        )));
+    }
+    if table.metadata().format_version() >= FormatVersion::V3 {
+        let vector = crate::dv::Vector {
+            data_file: deletes.data_file.clone(),
+            partition: deletes.partition.clone(),
+            spec_id: table.metadata().default_partition_spec_id(),
+            positions: positions.iter().map(|p| *p as u64).collect(),
+        };
+        let mut written = crate::dv::write_vectors(table, &[vector]).await?;
+        return written
+            .pop()
+            .ok_or_else(|| Error::unexpected("a deletion vector written without its entry"));
+    }
     let rows = positions.len();
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(vec![deletes.data_file.as_str(); rows])),
-        Arc::new(Int64Array::from(positions.clone())),
-    ];
-    let batch = RecordBatch::try_new(schema.clone(), columns)
-        .map_err(|e| Error::unexpected(format!("position delete batch: {e}")))?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .build();
-    let mut bytes = Vec::new();
-    let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(props))
-        .map_err(|e| Error::unexpected(format!("position delete writer: {e}")))?;
-    writer
-        .write(&batch)
-        .and_then(|()| writer.close().map(|_| ()))
-        .map_err(|e| Error::unexpected(format!("failed to encode position deletes: {e}")))?;
+    let bytes = encode_position_deletes(&deletes.data_file, &positions)?;
     let path = format!(
         "{}/data/floe-deletes-{}.parquet",
         table.metadata().location().trim_end_matches('/'),
@@ -140,6 +140,64 @@ pub async fn write_position_deletes(table: &Table, deletes: &PositionDeletes) ->
         .map_err(|e| Error::unexpected(format!("position delete file: {e}")))
 }
 
+/// A Parquet position delete file (the spec's schema, zstd) deleting `positions` (sorted, no
+/// repeats) of `data_file`.
+pub(crate) fn encode_position_deletes(data_file: &str, positions: &[i64]) -> Result<Vec<u8>> {
+    let field = |name: &str, ty: DataType, id: i32| {
+        Field::new(name, ty, false).with_metadata(HashMap::from([(
+            parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_owned(),
+            id.to_string(),
+        )]))
+    };
+    let schema = Arc::new(ArrowSchema::new(vec![
+        field("file_path", DataType::Utf8, DELETE_FILE_PATH_ID),
+        field("pos", DataType::Int64, DELETE_POS_ID),
+    ]));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec![data_file; positions.len()])),
+        Arc::new(Int64Array::from(positions.to_vec())),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), columns)
+        .map_err(|e| Error::unexpected(format!("position delete batch: {e}")))?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    let mut bytes = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(props))
+        .map_err(|e| Error::unexpected(format!("position delete writer: {e}")))?;
+    writer
+        .write(&batch)
+        .and_then(|()| writer.close().map(|_| ()))
+        .map_err(|e| Error::unexpected(format!("failed to encode position deletes: {e}")))?;
+    Ok(bytes)
+}
+
+/// The (data file, position) rows of the Parquet position delete file at `path`.
+pub(crate) async fn read_position_deletes(io: &FileIO, path: &str) -> Result<Vec<(String, u64)>> {
+    let bytes = (io.new_input(path))
+        .map_err(from_iceberg)?
+        .read()
+        .await
+        .map_err(from_iceberg)?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| Error::invalid_input(format!("{path}: {e}")))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| Error::invalid_input(format!("{path}: {e}")))?;
+        let paths = (batch.column_by_name("file_path"))
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| Error::invalid_input(format!("{path}: no file_path")))?;
+        let pos = (batch.column_by_name("pos"))
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            .ok_or_else(|| Error::invalid_input(format!("{path}: no pos")))?;
+        for i in 0..batch.num_rows() {
+            out.push((paths.value(i).to_owned(), pos.value(i) as u64));
+        }
+    }
+    Ok(out)
+}
+
 /// The requirements and updates of a snapshot of `table` adding `files` (data, position delete
 /// and equality delete files, written for the table's default partition spec), with `properties`
 /// in its summary. Its manifests and manifest list are written here; the caller commits the
@@ -154,14 +212,14 @@ pub async fn snapshot_updates(
     properties: HashMap<String, String>,
 ) -> Result<(Vec<TableRequirement>, Vec<TableUpdate>)> {
     let metadata = table.metadata();
-    if metadata.format_version() != FormatVersion::V2 {
+    let version = metadata.format_version();
+    if version < FormatVersion::V2 {
         return Err(Error::new(
             ErrorKind::Unsupported,
             format!(
                 "table {}: floe writes row-level deletes and commits to branches into format v2 \
-                 tables only (this one is {})",
+                 and v3 tables only (this one is {version})",
                 table.identifier(),
-                metadata.format_version()
             ),
         ));
     }
@@ -176,13 +234,19 @@ pub async fn snapshot_updates(
     let mut collector = SnapshotSummaryCollector::default();
     let (deleting, adding): (Vec<DataFile>, Vec<DataFile>) =
         (files.into_iter()).partition(|f| f.content_type() != DataContentType::Data);
+    // A v3 snapshot holds at most one deletion vector per data file.
+    let (deleting, replaced) = if version >= FormatVersion::V3 {
+        let merged = crate::dv::merge_for_snapshot(table, parent, deleting).await?;
+        (merged.files, merged.replaced)
+    } else {
+        (deleting, BTreeSet::new())
+    };
     for file in adding.iter().chain(&deleting) {
         collector.add_file(file, schema.clone(), spec.clone());
     }
     let (data, deletes) = (!adding.is_empty(), !deleting.is_empty());
     let groups = [(false, adding), (true, deleting)];
 
-    let io = table.file_io();
     let location = metadata.location().trim_end_matches('/');
     let commit = uuid::Uuid::now_v7();
     let mut manifests: Vec<ManifestFile> = Vec::new();
@@ -191,18 +255,7 @@ pub async fn snapshot_updates(
             continue;
         }
         let path = format!("{location}/metadata/{commit}-m{n}.avro");
-        let output = io.new_output(&path).map_err(from_iceberg)?;
-        let builder = ManifestWriterBuilder::new(
-            output,
-            Some(snapshot_id),
-            schema.clone(),
-            spec.as_ref().clone(),
-        );
-        let mut writer = if is_delete {
-            builder.build_v2_deletes()
-        } else {
-            builder.build_v2_data()
-        };
+        let mut writer = manifest_writer(table, &path, snapshot_id, &spec, is_delete)?;
         for file in group {
             writer
                 .add_file(file, sequence_number)
@@ -223,12 +276,32 @@ pub async fn snapshot_updates(
         manifests.push(manifest);
     }
     if let Some(parent) = parent {
-        let list = manifest_list(table, parent).await?;
-        manifests.extend(
-            (list.entries().iter())
-                .filter(|m| m.has_added_files() || m.has_existing_files() || m.has_deleted_files())
-                .cloned(),
-        );
+        if replaced.is_empty() {
+            let list = manifest_list(table, parent).await?;
+            manifests.extend(
+                (list.entries().iter())
+                    .filter(|m| {
+                        m.has_added_files() || m.has_existing_files() || m.has_deleted_files()
+                    })
+                    .cloned(),
+            );
+        } else {
+            // The deletion vectors the merged ones replace are marked deleted.
+            let rewritten = rewrite_manifests(
+                table,
+                parent,
+                snapshot_id,
+                &format!("{commit}"),
+                &|m| m.content == ManifestContentType::Deletes,
+                &|e| replaced.contains(&crate::dv::entry_key(e.data_file())),
+                &mut collector,
+            )
+            .await?;
+            manifests.extend(rewritten.merged);
+            manifests.extend((rewritten.untouched.into_iter()).filter(|m| {
+                m.has_added_files() || m.has_existing_files() || m.has_deleted_files()
+            }));
+        }
     }
 
     let operation = match (data, deletes) {
@@ -252,6 +325,179 @@ pub async fn snapshot_updates(
     .await
 }
 
+/// A writer of a manifest of the table's format version (v2 or v3) at `path`, for files of
+/// partition spec `spec` added, kept or removed by snapshot `snapshot_id`.
+pub(crate) fn manifest_writer(
+    table: &Table,
+    path: &str,
+    snapshot_id: i64,
+    spec: &PartitionSpec,
+    is_delete: bool,
+) -> Result<ManifestWriter> {
+    let output = table.file_io().new_output(path).map_err(from_iceberg)?;
+    let schema = table.metadata().current_schema().clone();
+    let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema, spec.clone());
+    let v3 = table.metadata().format_version() >= FormatVersion::V3;
+    Ok(match (v3, is_delete) {
+        (false, false) => builder.build_v2_data(),
+        (false, true) => builder.build_v2_deletes(),
+        (true, false) => builder.build_v3_data(),
+        (true, true) => builder.build_v3_deletes(),
+    })
+}
+
+/// The manifests of `parent`, for a snapshot that removes some of its files.
+pub(crate) struct Rewritten {
+    /// Manifests listing none of the removed files, as they are.
+    pub(crate) untouched: Vec<ManifestFile>,
+    /// The manifests listing one, merged into one manifest per kind of content and partition
+    /// spec: their other live files kept as existing, the removed ones marked deleted.
+    pub(crate) merged: Vec<ManifestFile>,
+}
+
+/// Rewrite the manifests of `parent` that list a live entry `gone` says goes (only manifests
+/// `look_in` says may list one are read; the others are untouched), for snapshot `snapshot_id`;
+/// the new manifests are named after `name`. Merging them (rather than rewriting each) leaves a
+/// table of a thousand one-file manifests with a few, not a thousand. The removed files are
+/// counted in `collector`.
+///
+/// On a v3 table a data file kept or removed keeps its first row id: the id it inherited in
+/// its old manifest is written into its entry (the spec's rule), so the new manifest's own
+/// first row id does not renumber its rows.
+pub(crate) async fn rewrite_manifests(
+    table: &Table,
+    parent: &SnapshotRef,
+    snapshot_id: i64,
+    name: &str,
+    look_in: &(dyn Fn(&ManifestFile) -> bool + Sync),
+    gone: &(dyn Fn(&ManifestEntry) -> bool + Sync),
+    collector: &mut SnapshotSummaryCollector,
+) -> Result<Rewritten> {
+    let metadata = table.metadata();
+    let schema = metadata.current_schema().clone();
+    let io = table.file_io();
+    let location = metadata.location().trim_end_matches('/');
+    let list = manifest_list(table, parent).await?;
+    let mut untouched = Vec::new();
+    let mut merged: BTreeMap<(bool, i32), ManifestWriter> = BTreeMap::new();
+    for manifest in list.entries() {
+        if !look_in(manifest) {
+            untouched.push(manifest.clone());
+            continue;
+        }
+        let loaded = manifest.load_manifest(io).await.map_err(|e| {
+            from_iceberg(e).while_doing(format!(
+                "failed to read manifest {}",
+                manifest.manifest_path
+            ))
+        })?;
+        let touched = (loaded.entries().iter()).any(|e| e.is_alive() && gone(e));
+        if !touched {
+            untouched.push(manifest.clone());
+            continue;
+        }
+        let spec = metadata
+            .partition_spec_by_id(manifest.partition_spec_id)
+            .ok_or_else(|| Error::unexpected("a manifest of an unknown partition spec"))?;
+        let is_delete = manifest.content == ManifestContentType::Deletes;
+        let writer = match merged.entry((is_delete, manifest.partition_spec_id)) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let path = format!(
+                    "{location}/metadata/{name}-r{}-{}.avro",
+                    u8::from(is_delete),
+                    manifest.partition_spec_id
+                );
+                v.insert(manifest_writer(table, &path, snapshot_id, spec, is_delete)?)
+            }
+        };
+        let row_ids = inherited_row_ids(manifest, loaded.entries());
+        for (e, row_id) in loaded.entries().iter().zip(row_ids) {
+            if !e.is_alive() {
+                continue;
+            }
+            let seq = e.sequence_number().unwrap_or(0);
+            let file = match row_id {
+                Some(id) => with_first_row_id(e.data_file(), manifest.partition_spec_id, id)?,
+                None => e.data_file().clone(),
+            };
+            if gone(e) {
+                collector.remove_file(&file, schema.clone(), spec.clone());
+                writer
+                    .add_delete_file(file, seq, e.file_sequence_number)
+                    .map_err(from_iceberg)?;
+            } else {
+                let added_by = e.snapshot_id().unwrap_or(parent.snapshot_id());
+                writer
+                    .add_existing_file(file, added_by, seq, e.file_sequence_number)
+                    .map_err(from_iceberg)?;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (_, writer) in merged {
+        out.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
+    }
+    Ok(Rewritten {
+        untouched,
+        merged: out,
+    })
+}
+
+/// The first row id each entry of `manifest` inherits, where it has none of its own and the
+/// manifest has one (a v3 data manifest): the manifest's first row id plus the record counts
+/// of the data files before it that had none either. `None` where nothing is inherited.
+fn inherited_row_ids(
+    manifest: &ManifestFile,
+    entries: &[iceberg::spec::ManifestEntryRef],
+) -> Vec<Option<i64>> {
+    let mut next = match (manifest.content, manifest.first_row_id) {
+        (ManifestContentType::Data, Some(first)) => Some(first as i64),
+        _ => None,
+    };
+    (entries.iter())
+        .map(|e| {
+            let file = e.data_file();
+            if file.first_row_id().is_some() || file.content_type() != DataContentType::Data {
+                return None;
+            }
+            let id = next?;
+            next = Some(id + file.record_count() as i64);
+            Some(id)
+        })
+        .collect()
+}
+
+/// `file` with its first row id set to `id` (iceberg-rust's data files have no setter).
+fn with_first_row_id(file: &DataFile, spec_id: i32, id: i64) -> Result<DataFile> {
+    let mut b = DataFileBuilder::default();
+    b.content(file.content_type())
+        .file_path(file.file_path().to_owned())
+        .file_format(file.file_format())
+        .partition(file.partition().clone())
+        .record_count(file.record_count())
+        .file_size_in_bytes(file.file_size_in_bytes())
+        .column_sizes(file.column_sizes().clone())
+        .value_counts(file.value_counts().clone())
+        .null_value_counts(file.null_value_counts().clone())
+        .nan_value_counts(file.nan_value_counts().clone())
+        .lower_bounds(file.lower_bounds().clone())
+        .upper_bounds(file.upper_bounds().clone())
+        .key_metadata(file.key_metadata().map(<[u8]>::to_vec))
+        .split_offsets(file.split_offsets().map(<[i64]>::to_vec))
+        .equality_ids(file.equality_ids())
+        .first_row_id(Some(id))
+        .partition_spec_id(spec_id)
+        .referenced_data_file(file.referenced_data_file())
+        .content_offset(file.content_offset())
+        .content_size_in_bytes(file.content_size_in_bytes());
+    if let Some(order) = file.sort_order_id() {
+        b.sort_order_id(order);
+    }
+    b.build()
+        .map_err(|e| Error::unexpected(format!("data file {}: {e}", file.file_path())))
+}
+
 /// A snapshot being made: its manifests written, its summary's own counts set.
 pub(crate) struct Made {
     pub(crate) snapshot_id: i64,
@@ -272,7 +518,7 @@ pub fn branch_head<'t>(table: &'t Table, branch: &str) -> Option<&'t SnapshotRef
 
 /// The parent of a new snapshot on `branch`: its head, or `main`'s current snapshot for a
 /// branch not made yet.
-fn parent_on<'t>(table: &'t Table, branch: &str) -> Option<&'t SnapshotRef> {
+pub(crate) fn parent_on<'t>(table: &'t Table, branch: &str) -> Option<&'t SnapshotRef> {
     branch_head(table, branch).or_else(|| table.metadata().current_snapshot())
 }
 
@@ -300,14 +546,24 @@ pub(crate) async fn finish_snapshot(
     );
     let output = io.new_output(&list_path).map_err(from_iceberg)?;
     let writer = output.writer().await.map_err(from_iceberg)?;
-    let mut list = ManifestListWriter::v2(
-        writer,
-        snapshot_id,
-        parent.map(|p| p.snapshot_id()),
-        sequence_number,
-    );
+    let parent_id = parent.map(|p| p.snapshot_id());
+    // Row lineage (v3): the snapshot's rows are numbered from the table's next row id; the
+    // list assigns each data manifest without a first row id its range.
+    let first_row_id = metadata.next_row_id();
+    let mut list = if metadata.format_version() >= FormatVersion::V3 {
+        ManifestListWriter::v3(
+            writer,
+            snapshot_id,
+            parent_id,
+            sequence_number,
+            Some(first_row_id),
+        )
+    } else {
+        ManifestListWriter::v2(writer, snapshot_id, parent_id, sequence_number)
+    };
     list.add_manifests(manifests.into_iter())
         .map_err(from_iceberg)?;
+    let next_row_id = list.next_row_id();
     list.close().await.map_err(|e| {
         from_iceberg(e).while_doing(format!("failed to write manifest list {list_path}"))
     })?;
@@ -317,7 +573,7 @@ pub(crate) async fn finish_snapshot(
     );
     let snapshot = Snapshot::builder()
         .with_snapshot_id(snapshot_id)
-        .with_parent_snapshot_id(parent.map(|p| p.snapshot_id()))
+        .with_parent_snapshot_id(parent_id)
         .with_sequence_number(sequence_number)
         .with_timestamp_ms(now_ms())
         .with_manifest_list(list_path)
@@ -325,8 +581,13 @@ pub(crate) async fn finish_snapshot(
             operation,
             additional_properties: summary,
         })
-        .with_schema_id(metadata.current_schema_id())
-        .build();
+        .with_schema_id(metadata.current_schema_id());
+    let snapshot = match next_row_id {
+        Some(next) => snapshot
+            .with_row_range(first_row_id, next - first_row_id)
+            .build(),
+        None => snapshot.build(),
+    };
     let requirements = ref_at(
         table,
         branch,
@@ -345,14 +606,13 @@ pub(crate) async fn finish_snapshot(
     Ok((requirements, updates))
 }
 
-/// The requirements of a commit on top of `snapshot_id`: the same table, `main` still there.
-pub(crate) fn main_at(table: &Table, snapshot_id: Option<i64>) -> Vec<TableRequirement> {
-    ref_at(table, MAIN_BRANCH, snapshot_id)
-}
-
 /// The requirements of a commit on top of `snapshot_id` of `branch` (`None`: the branch has no
 /// snapshot yet, or does not exist).
-fn ref_at(table: &Table, branch: &str, snapshot_id: Option<i64>) -> Vec<TableRequirement> {
+pub(crate) fn ref_at(
+    table: &Table,
+    branch: &str,
+    snapshot_id: Option<i64>,
+) -> Vec<TableRequirement> {
     vec![
         TableRequirement::UuidMatch {
             uuid: table.metadata().uuid(),
@@ -428,16 +688,17 @@ pub(crate) async fn manifest_list(
         .map_err(|e| from_iceberg(e).while_doing("failed to read the current manifest list"))
 }
 
-/// The data files among `paths` that the table's current snapshot holds, by path (a path the
-/// table no longer holds, or never held, is absent). Reads the manifest list and the data
-/// manifests whose files may include one of them.
+/// The data files among `paths` that `branch` holds (its head; `main`'s current snapshot for a
+/// branch not made yet, which its first commit makes from there), by path (a path the branch
+/// no longer holds, or never held, is absent). Reads the manifest list and the data manifests
+/// whose files may include one of them.
 pub async fn live_data_files(
     table: &Table,
+    branch: &str,
     paths: &std::collections::BTreeSet<String>,
 ) -> Result<HashMap<String, DataFile>> {
     let mut out = HashMap::new();
-    let metadata = table.metadata();
-    let Some(snapshot) = metadata.current_snapshot() else {
+    let Some(snapshot) = parent_on(table, branch) else {
         return Ok(out);
     };
     if paths.is_empty() {

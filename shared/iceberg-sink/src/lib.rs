@@ -13,16 +13,20 @@
 //! - [`maintain`]: compaction (applying deletes) and snapshot expiry.
 //! - [`orphans`]: which files under a table's location its metadata no longer reaches.
 //! - [`delta`]: row deltas (data and delete files in one snapshot), written by floe itself.
+//! - [`dv`]: deletion vectors, the position deletes of format v3 tables.
+//! - [`scan`]: reading a table's rows with its deletion vectors applied.
 
 pub mod aws_chain;
 pub mod catalog;
 pub mod changes;
 pub mod commit;
 pub mod delta;
+pub mod dv;
 pub mod maintain;
 pub mod orphans;
 pub mod rest;
 pub mod s3tables;
+pub mod scan;
 pub mod schema;
 pub mod sources;
 pub mod sql;
@@ -48,4 +52,7 @@ pub use table::{
     TableDefinition, add_missing_columns, all_tables, ensure_table, evolve_columns, load_table,
     missing_fields, missing_nested_fields, parse_ident, widened_fields,
 };
-pub use writer::{TableWriter, WRITE_PROPS, WriteProps, WriterOptions, arrow_schema};
+pub use writer::{
+    DICTIONARY_PAGE_BYTES, TableWriter, WRITE_PROPS, WriteProps, WriterOptions, arrow_schema,
+    writer_properties,
+};

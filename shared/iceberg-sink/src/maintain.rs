@@ -1,15 +1,23 @@
 //! Table maintenance floe makes itself: compaction (small files and their position deletes
 //! rewritten into files of the target size) and snapshot expiry.
 //!
-//! **Compaction** works per partition of the table's default spec. A partition is rewritten
-//! when it has at least two data files smaller than the target size, or any position delete
-//! files. All its data files are read in path order through iceberg-rust's reader (which
-//! applies the deletes), written again with floe's writer, and swapped in by one `replace`
-//! snapshot: the new files added, the old data and delete files marked deleted in rewritten
-//! copies of the manifests that listed them, every other manifest carried over. A partition
-//! with equality deletes (an upsert table's) is rewritten the same way, its equality delete
-//! files dropped with the position deletes: every data file they could reach is rewritten
-//! with them applied, so pyiceberg, which refuses equality deletes, reads the table again.
+//! **Compaction** works per group of files that deletes can reach together: a partition of a
+//! partition spec ([`plan`] says which files it takes and why). Small files (under ¾ of the
+//! target size) are rewritten when a partition has two or more of them, and so is every data
+//! file a position delete names; a partition with equality deletes (an upsert table's), or
+//! written for an earlier partition spec, is rewritten whole, into the current spec (unless
+//! the current spec would split it and floe keeps the table's rows by position: then it stays);
+//! large files without deletes stay as they are. The files are read through iceberg-rust's reader
+//! (which applies the deletes), written again with floe's writer, and swapped in by one
+//! `replace` snapshot: the new files added, the old data files and the delete files that reach
+//! nothing any more marked deleted in rewritten copies of the manifests that listed them, every
+//! other manifest carried over. Dropping the equality deletes is what lets pyiceberg, which
+//! refuses them, read an upsert table again.
+//! On a format v3 table the deletion vectors are applied the same way (handed to the reader by
+//! [`crate::scan`]: iceberg-rust's own does not apply them) and dropped with the data files they
+//! delete from. The rewritten rows get new row ids: iceberg-rust's reader does not give floe the
+//! rows' `_row_id`, so the rewrite counts as a delete and an insert for row lineage, where the
+//! spec would rather have the ids copied.
 //!
 //! A rewrite says where every surviving row of every old data file went ([`Moved`]): the old
 //! file's deleted positions, and runs of its survivors in the new files, in order. floe's
@@ -21,19 +29,22 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::RecordBatch;
 use floe_core::{Error, Result};
 use futures::TryStreamExt;
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, ManifestContentType, ManifestEntryRef, ManifestFile,
-    ManifestWriterBuilder, Operation, SnapshotSummaryCollector, Struct,
+    DataContentType, DataFile, FormatVersion, ManifestEntry, ManifestEntryRef, ManifestFile,
+    Operation, PartitionSpec, SnapshotSummaryCollector,
 };
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::from_iceberg;
-use crate::delta::{Made, finish_snapshot, main_at, manifest_list, unique_snapshot_id};
+use crate::delta::{
+    Made, branch_head, finish_snapshot, manifest_list, manifest_writer, ref_at, rewrite_manifests,
+    unique_snapshot_id,
+};
 use crate::sources::SourceRows;
 use crate::writer::{TableWriter, WriterOptions};
 
@@ -117,19 +128,196 @@ pub struct CompactOptions {
     pub target_file_size_bytes: u64,
     /// Names of the new files start with this.
     pub file_prefix: String,
+    /// The branch compacted: the one floe commits the table's rows to (`main` unless
+    /// `commit-branch` says otherwise), where its records of each object's rows point.
+    pub branch: String,
+    /// Whether floe keeps where each object's rows are (a replacing route's table): files of
+    /// an earlier partition spec the current one would split are then left alone.
+    pub tracks_rows: bool,
 }
 
-/// One partition's live files.
-#[derive(Default)]
-struct Partition {
-    data: Vec<ManifestEntryRef>,
-    position_deletes: Vec<ManifestEntryRef>,
-    equality_deletes: Vec<ManifestEntryRef>,
+/// A live file of the table's current snapshot, as compaction sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveFile {
+    pub path: String,
+    pub content: DataContentType,
+    pub size: u64,
+    /// Its data sequence number.
+    pub sequence: i64,
+    /// The partition spec it was written for.
+    pub spec: i32,
+    /// Its partition (any text that is equal for equal partitions of one spec).
+    pub partition: String,
 }
 
-/// The live entries of the table's current snapshot, with the manifest each is in.
-async fn live_entries(table: &Table) -> Result<Vec<(ManifestFile, Vec<ManifestEntryRef>)>> {
-    let Some(snapshot) = table.metadata().current_snapshot() else {
+/// Which files a compaction rewrites and drops; see [`plan`].
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Data files read (deletes applied) and written again.
+    pub rewrite: BTreeSet<String>,
+    /// Of those, the files an equality delete reaches (rows deleted by key: their survivors
+    /// cannot be mapped position by position).
+    pub by_key: BTreeSet<String>,
+    /// Delete files that reach nothing once the rewrite lands, so the rewrite drops them.
+    pub drop: BTreeSet<String>,
+    /// Groups left alone although they have something to compact, and why.
+    pub skipped: Vec<String>,
+}
+
+/// Whether every partition of `earlier` lies within one partition of `current`: each field of
+/// `current` is determined by a field of `earlier` on the same column (the same transform, an
+/// identity, or a finer time unit: hour → day → month → year), or is `void`. Rows rewritten
+/// from a file of `earlier` then all go to one new partition, in their order.
+pub fn refines(current: &PartitionSpec, earlier: &PartitionSpec) -> bool {
+    use iceberg::spec::Transform as T;
+    let rank = |t: &T| match t {
+        T::Hour => Some(0),
+        T::Day => Some(1),
+        T::Month => Some(2),
+        T::Year => Some(3),
+        _ => None,
+    };
+    current.fields().iter().all(|c| {
+        c.transform == T::Void
+            || (earlier.fields().iter()).any(|e| {
+                e.source_id == c.source_id
+                    && (e.transform == T::Identity
+                        || e.transform == c.transform
+                        || matches!((rank(&e.transform), rank(&c.transform)), (Some(a), Some(b)) if a < b))
+            })
+    })
+}
+
+/// Which files to compact, from the table's live files (`files`), the table's default spec,
+/// the specs without partition fields (an equality delete written for one reaches every
+/// partition), the target file size and the data files each position delete file names.
+///
+/// Files are grouped by spec and partition, the reach of a delete (the Iceberg spec: a delete
+/// applies to data files of its own partition, or of every partition when its spec is
+/// unpartitioned; an equality delete to files of a lower data sequence number, a position
+/// delete to the files it names). A group is compacted when it was written for an earlier
+/// spec (its files are rewritten into the current one), has two or more small data files
+/// (under ¾ of the target, Iceberg's `min-file-size-bytes` default), or has delete files:
+/// - a group of the current spec without equality deletes rewrites its small files and the
+///   files its position deletes name; its large files without deletes stay as they are;
+/// - a group with equality deletes, or of an earlier spec, rewrites all its data files;
+/// - an equality delete of an unpartitioned spec rewrites every data file older than it.
+///
+/// A delete file is dropped when every live data file it reaches is rewritten (deletes
+/// applied), or when it reaches none: by the rules above, every delete file of a compacted
+/// group.
+///
+/// The files of `kept_specs` are left alone: where floe keeps each object's rows by position
+/// (a replacing route's table), a rewrite must keep the rows of an old file in order, so it
+/// cannot spread one old partition over several new ones (see [`refines`]).
+pub fn plan(
+    files: &[LiveFile],
+    default_spec: i32,
+    unpartitioned: &BTreeSet<i32>,
+    kept_specs: &BTreeSet<i32>,
+    target_file_size_bytes: u64,
+    names: &HashMap<String, BTreeSet<String>>,
+) -> Plan {
+    let small = |f: &LiveFile| f.size < target_file_size_bytes / 4 * 3;
+    let mut groups: BTreeMap<(i32, &str), Vec<&LiveFile>> = BTreeMap::new();
+    for f in files {
+        groups.entry((f.spec, &f.partition)).or_default().push(f);
+    }
+    let data = |g: &[&LiveFile]| -> Vec<String> {
+        (g.iter())
+            .filter(|f| f.content == DataContentType::Data)
+            .map(|f| f.path.clone())
+            .collect()
+    };
+    let mut out = Plan::default();
+    let mut global_deletes: Vec<&LiveFile> = Vec::new();
+    for ((spec, _), g) in &groups {
+        let is_data = |f: &&&LiveFile| f.content == DataContentType::Data;
+        let smalls = g.iter().filter(is_data).filter(|f| small(f)).count();
+        let equality: Vec<&LiveFile> = (g.iter().copied())
+            .filter(|f| f.content == DataContentType::EqualityDeletes)
+            .collect();
+        let positional: Vec<&LiveFile> = (g.iter().copied())
+            .filter(|f| f.content == DataContentType::PositionDeletes)
+            .collect();
+        if kept_specs.contains(spec) {
+            out.skipped.push(format!(
+                "{} files of partition spec {spec}, which the current spec would split: \
+                 floe replaces this table's rows by position, so they stay as they are",
+                g.len()
+            ));
+            continue;
+        }
+        let earlier_spec = *spec != default_spec;
+        let worth = earlier_spec || smalls >= 2 || !equality.is_empty() || !positional.is_empty();
+        if !worth {
+            continue;
+        }
+        if earlier_spec || !equality.is_empty() {
+            out.rewrite.extend(data(g));
+        } else {
+            let named: BTreeSet<&String> = (positional.iter())
+                .flat_map(|d| names.get(&d.path).into_iter().flatten())
+                .collect();
+            out.rewrite.extend(
+                (g.iter())
+                    .filter(is_data)
+                    .filter(|f| small(f) || named.contains(&f.path))
+                    .map(|f| f.path.clone()),
+            );
+        }
+        if !equality.is_empty() {
+            out.by_key.extend(data(g));
+        }
+        if unpartitioned.contains(spec) {
+            global_deletes.extend(equality);
+        }
+    }
+    for d in global_deletes {
+        for f in files {
+            if f.content == DataContentType::Data && f.sequence < d.sequence {
+                out.rewrite.insert(f.path.clone());
+                out.by_key.insert(f.path.clone());
+            }
+        }
+    }
+    // What each delete file reaches among the live data files; dropped when all of it is
+    // rewritten.
+    for ((spec, partition), g) in groups.iter().filter(|((s, _), _)| !kept_specs.contains(s)) {
+        for d in g.iter().filter(|f| f.content != DataContentType::Data) {
+            let reaches = |f: &LiveFile| match d.content {
+                DataContentType::PositionDeletes => {
+                    names.get(&d.path).is_some_and(|n| n.contains(&f.path))
+                }
+                _ => {
+                    f.sequence < d.sequence
+                        && (unpartitioned.contains(spec)
+                            || (f.spec == *spec && f.partition == *partition))
+                }
+            };
+            let reached: Vec<&LiveFile> = (files.iter())
+                .filter(|f| f.content == DataContentType::Data && reaches(f))
+                .collect();
+            // A delete that reaches no live data file any more changes nothing: dropped too.
+            if reached.iter().all(|f| out.rewrite.contains(&f.path)) {
+                out.drop.insert(d.path.clone());
+            } else {
+                out.skipped.push(format!(
+                    "delete file {} kept: it reaches data files this compaction leaves",
+                    d.path
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The live entries of `branch`'s head, with the manifest each is in.
+async fn live_entries(
+    table: &Table,
+    branch: &str,
+) -> Result<Vec<(ManifestFile, Vec<ManifestEntryRef>)>> {
+    let Some(snapshot) = branch_head(table, branch) else {
         return Ok(Vec::new());
     };
     let list = manifest_list(table, snapshot).await?;
@@ -148,101 +336,115 @@ async fn live_entries(table: &Table) -> Result<Vec<(ManifestFile, Vec<ManifestEn
     Ok(out)
 }
 
-/// Rows each position delete file deletes, per data file path.
+/// The rows each position delete file or deletion vector deletes: per delete file (by its
+/// [`delete_key`]), per data file path.
 async fn deleted_positions(
     table: &Table,
-    files: &[ManifestEntryRef],
-) -> Result<HashMap<String, BTreeSet<u64>>> {
-    let mut out: HashMap<String, BTreeSet<u64>> = HashMap::new();
+    files: &[&ManifestEntryRef],
+) -> Result<HashMap<String, HashMap<String, BTreeSet<u64>>>> {
+    let mut out = HashMap::new();
     for f in files {
-        let bytes = (table.file_io().new_input(f.file_path()))
-            .map_err(from_iceberg)?
-            .read()
-            .await
-            .map_err(from_iceberg)?;
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.build())
-            .map_err(|e| Error::invalid_input(format!("{}: {e}", f.file_path())))?;
-        for batch in reader {
-            let batch =
-                batch.map_err(|e| Error::invalid_input(format!("{}: {e}", f.file_path())))?;
-            let paths = (batch.column_by_name("file_path"))
-                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-                .ok_or_else(|| Error::invalid_input(format!("{}: no file_path", f.file_path())))?;
-            let pos = (batch.column_by_name("pos"))
-                .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-                .ok_or_else(|| Error::invalid_input(format!("{}: no pos", f.file_path())))?;
-            for i in 0..batch.num_rows() {
-                out.entry(paths.value(i).to_owned())
-                    .or_default()
-                    .insert(pos.value(i) as u64);
-            }
-        }
+        let positions = crate::dv::deleted_positions(table.file_io(), &[f.data_file()]).await?;
+        let named = (positions.into_iter())
+            .map(|(file, p)| (file, p.into_iter().collect()))
+            .collect();
+        out.insert(delete_key(f.data_file()), named);
     }
     Ok(out)
 }
 
-/// Rewrite the partitions worth compacting; see the module doc. Nothing is committed: the
-/// caller commits [`rewrite_updates`].
+/// How compaction names a delete file: its path, or for a deletion vector (one Puffin file
+/// may hold the vectors of several data files) its path and the data file it deletes from.
+fn delete_key(file: &DataFile) -> String {
+    match file.referenced_data_file() {
+        Some(data) if crate::dv::is_vector(file) => format!("{}#{data}", file.file_path()),
+        _ => file.file_path().to_owned(),
+    }
+}
+
+/// Compact the table's files as [`plan`] chooses them; see the module doc. Nothing is
+/// committed: the caller commits [`rewrite_updates`].
 pub async fn compact(table: &Table, opts: &CompactOptions) -> Result<Rewrite> {
     let metadata = table.metadata();
     let mut rewrite = Rewrite::default();
-    if metadata.format_version() != FormatVersion::V2 {
+    if metadata.format_version() < FormatVersion::V2 {
         rewrite.skipped.push(format!(
-            "table {}: floe compacts format v2 tables only (this one is {})",
+            "table {}: floe compacts format v2 and v3 tables only (this one is {})",
             table.identifier(),
             metadata.format_version()
         ));
         return Ok(rewrite);
     }
-    let default_spec = metadata.default_partition_spec_id();
-    let mut partitions: BTreeMap<String, (Struct, Partition)> = BTreeMap::new();
-    let mut other_specs = 0;
-    for (manifest, entries) in live_entries(table).await? {
-        if manifest.partition_spec_id != default_spec {
-            other_specs += entries.len();
-            continue;
+    let mut live: Vec<LiveFile> = Vec::new();
+    let mut entries: HashMap<String, ManifestEntryRef> = HashMap::new();
+    let Some(head) = branch_head(table, &opts.branch) else {
+        return Ok(rewrite);
+    };
+    let head = head.snapshot_id();
+    for (manifest, alive) in live_entries(table, &opts.branch).await? {
+        for e in alive {
+            live.push(LiveFile {
+                path: delete_key(e.data_file()),
+                content: e.content_type(),
+                size: e.file_size_in_bytes(),
+                sequence: e.sequence_number().unwrap_or(0),
+                spec: manifest.partition_spec_id,
+                partition: format!("{:?}", e.data_file().partition()),
+            });
+            entries.insert(delete_key(e.data_file()), e);
         }
-        for e in entries {
-            let p = e.data_file().partition().clone();
-            let slot = &mut partitions
-                .entry(format!("{p:?}"))
-                .or_insert_with(|| (p, Partition::default()))
-                .1;
-            match e.content_type() {
-                DataContentType::Data => slot.data.push(e),
-                DataContentType::PositionDeletes => slot.position_deletes.push(e),
-                DataContentType::EqualityDeletes => slot.equality_deletes.push(e),
+    }
+    let positional: Vec<&ManifestEntryRef> = (entries.values())
+        .filter(|e| e.content_type() == DataContentType::PositionDeletes)
+        .collect();
+    let deletes = deleted_positions(table, &positional).await?;
+    let names: HashMap<String, BTreeSet<String>> = (deletes.iter())
+        .map(|(d, named)| (d.clone(), named.keys().cloned().collect()))
+        .collect();
+    let unpartitioned: BTreeSet<i32> = (metadata.partition_specs_iter())
+        .filter(|s| s.is_unpartitioned())
+        .map(|s| s.spec_id())
+        .collect();
+    let current = metadata.default_partition_spec();
+    let kept_specs: BTreeSet<i32> = (metadata.partition_specs_iter())
+        .filter(|s| opts.tracks_rows && !refines(current, s))
+        .map(|s| s.spec_id())
+        .collect();
+    let chosen = plan(
+        &live,
+        metadata.default_partition_spec_id(),
+        &unpartitioned,
+        &kept_specs,
+        opts.target_file_size_bytes,
+        &names,
+    );
+    rewrite.skipped = chosen.skipped;
+    if chosen.rewrite.is_empty() && chosen.drop.is_empty() {
+        return Ok(rewrite);
+    }
+    // iceberg-rust's reader does not apply deletion vectors (v3): floe hands them to it.
+    let vectors = crate::scan::Vectors::of(table, Some(head)).await?;
+    // The positions deleted from each data file rewritten, over every delete file.
+    let mut deleted: HashMap<String, BTreeSet<u64>> = HashMap::new();
+    for named in deletes.into_values() {
+        for (path, positions) in named {
+            if chosen.rewrite.contains(&path) {
+                deleted.entry(path).or_default().extend(positions);
             }
         }
     }
-    if other_specs > 0 {
-        rewrite.skipped.push(format!(
-            "{other_specs} files written for an earlier partition spec"
-        ));
-    }
-    let small = |e: &ManifestEntryRef| e.file_size_in_bytes() < opts.target_file_size_bytes;
-    let mut chosen: Vec<(String, Partition)> = Vec::new();
-    for (name, (_, p)) in partitions {
-        let deletes = !p.position_deletes.is_empty() || !p.equality_deletes.is_empty();
-        if p.data.iter().filter(|e| small(e)).count() >= 2 || deletes {
-            chosen.push((name, p));
-        }
-    }
-    if chosen.is_empty() {
-        return Ok(rewrite);
-    }
 
     let mut tasks: HashMap<String, iceberg::scan::FileScanTask> = HashMap::new();
-    let plan = table
+    let scan = table
         .scan()
+        .snapshot_id(head)
         .select_all()
         .build()
         .map_err(from_iceberg)?
         .plan_files()
         .await
         .map_err(from_iceberg)?;
-    let all: Vec<_> = plan.try_collect().await.map_err(from_iceberg)?;
+    let all: Vec<_> = scan.try_collect().await.map_err(from_iceberg)?;
     for t in all {
         tasks.insert(t.data_file_path.clone(), t);
     }
@@ -253,46 +455,41 @@ pub async fn compact(table: &Table, opts: &CompactOptions) -> Result<Rewrite> {
     };
     let mut writer = TableWriter::new(table, &options).await?;
     let arrow = writer.arrow_schema().clone();
-    // (path, rows, deleted positions, rows also deleted by key: their survivors cannot be
-    // mapped position by position).
+    // Group by group, each in path order (the new files keep a partition's rows together).
+    let mut order: Vec<&LiveFile> = (live.iter())
+        .filter(|f| chosen.rewrite.contains(&f.path))
+        .collect();
+    order.sort_by(|a, b| (a.spec, &a.partition, &a.path).cmp(&(b.spec, &b.partition, &b.path)));
+    // (path, rows, deleted positions, rows also deleted by key).
     let mut old: Vec<(String, u64, BTreeSet<u64>, bool)> = Vec::new();
-    for (_, mut p) in chosen {
-        let by_key = !p.equality_deletes.is_empty();
-        let mut deleted = deleted_positions(table, &p.position_deletes).await?;
-        p.data.sort_by(|a, b| a.file_path().cmp(b.file_path()));
-        rewrite.files_before += p.data.len();
-        for e in &p.data {
-            let path = e.file_path().to_owned();
-            let task = tasks.remove(&path).ok_or_else(|| {
-                Error::unexpected(format!("{path} is live but not in the table's scan"))
-            })?;
-            writer.set_source(Some(old.len() as u64));
-            let stream = futures::stream::iter([Ok(task)]);
-            let mut batches = (table.reader_builder().build())
-                .read(Box::pin(stream))
-                .map_err(from_iceberg)?
-                .stream();
-            while let Some(b) = batches.try_next().await.map_err(from_iceberg)? {
-                let b = RecordBatch::try_new(arrow.clone(), b.columns().to_vec())
-                    .map_err(|err| Error::unexpected(format!("rewriting {path}: {err}")))?;
-                writer.write(b).await?;
-            }
-            writer.set_source(None);
-            old.push((
-                path.clone(),
-                e.record_count(),
-                deleted.remove(&path).unwrap_or_default(),
-                by_key,
-            ));
-            rewrite.removed.insert(path);
+    for f in order {
+        let path = f.path.clone();
+        let task = tasks.remove(&path).ok_or_else(|| {
+            Error::unexpected(format!("{path} is live but not in the table's scan"))
+        })?;
+        writer.set_source(Some(old.len() as u64));
+        let stream = futures::stream::iter([Ok(vectors.prepare(task).await?)]);
+        let mut batches = (vectors.reader(table))
+            .read(Box::pin(stream))
+            .map_err(from_iceberg)?
+            .stream();
+        while let Some(b) = batches.try_next().await.map_err(from_iceberg)? {
+            let b = RecordBatch::try_new(arrow.clone(), b.columns().to_vec())
+                .map_err(|err| Error::unexpected(format!("rewriting {path}: {err}")))?;
+            writer.write(b).await?;
         }
-        // Every data file of the partition is rewritten with the deletes applied, so its
-        // delete files reach nothing any more (an equality delete reaches only older data
-        // files, and the new ones are newer).
-        for d in p.position_deletes.iter().chain(&p.equality_deletes) {
-            rewrite.removed.insert(d.file_path().to_owned());
-        }
+        writer.set_source(None);
+        let rows = entries.get(&path).map_or(0, |e| e.record_count());
+        old.push((
+            path.clone(),
+            rows,
+            deleted.remove(&path).unwrap_or_default(),
+            chosen.by_key.contains(&path),
+        ));
+        rewrite.removed.insert(path);
     }
+    rewrite.files_before = old.len();
+    rewrite.removed.extend(chosen.drop);
     let (files, mut runs) = writer.close_with_sources().await?;
     for (i, (path, rows, deleted, by_key)) in old.into_iter().enumerate() {
         if by_key {
@@ -317,9 +514,11 @@ pub async fn compact(table: &Table, opts: &CompactOptions) -> Result<Rewrite> {
     Ok(rewrite)
 }
 
-/// The `replace` snapshot swapping a rewrite's files in, with `properties` in its summary.
+/// The `replace` snapshot swapping a rewrite's files in on `branch` (the one it compacted),
+/// with `properties` in its summary.
 pub async fn rewrite_updates(
     table: &Table,
+    branch: &str,
     rewrite: &Rewrite,
     properties: HashMap<String, String>,
 ) -> Result<(Vec<TableRequirement>, Vec<TableUpdate>)> {
@@ -327,7 +526,6 @@ pub async fn rewrite_updates(
     let snapshot_id = unique_snapshot_id(table);
     let sequence_number = metadata.next_sequence_number();
     let schema = metadata.current_schema().clone();
-    let io = table.file_io();
     let location = metadata.location().trim_end_matches('/');
     let commit = uuid::Uuid::now_v7();
     let mut collector = SnapshotSummaryCollector::default();
@@ -335,14 +533,7 @@ pub async fn rewrite_updates(
     let spec = metadata.default_partition_spec().clone();
 
     let path = format!("{location}/metadata/{commit}-m0.avro");
-    let output = io.new_output(&path).map_err(from_iceberg)?;
-    let mut writer = ManifestWriterBuilder::new(
-        output,
-        Some(snapshot_id),
-        schema.clone(),
-        spec.as_ref().clone(),
-    )
-    .build_v2_data();
+    let mut writer = manifest_writer(table, &path, snapshot_id, &spec, false)?;
     for f in &rewrite.added {
         collector.add_file(f, schema.clone(), spec.clone());
         writer
@@ -353,75 +544,39 @@ pub async fn rewrite_updates(
         manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
     }
 
-    let Some(parent) = metadata.current_snapshot() else {
-        return Err(Error::unexpected("a rewrite of a table with no snapshot"));
+    let Some(parent) = branch_head(table, branch) else {
+        return Err(Error::unexpected(format!(
+            "a rewrite of branch {branch}, which has no snapshot"
+        )));
     };
-    let list = manifest_list(table, parent).await?;
-    // The manifests listing a replaced file are merged into one manifest per kind of content
-    // and partition spec: the files they keep as existing, the replaced ones as deleted (so a
-    // table of a thousand one-file manifests is left with a few, not a thousand).
-    let mut merged: BTreeMap<(bool, i32), iceberg::spec::ManifestWriter> = BTreeMap::new();
-    for manifest in list.entries() {
-        let loaded = manifest.load_manifest(io).await.map_err(from_iceberg)?;
-        let touched = (loaded.entries().iter())
-            .any(|e| e.is_alive() && rewrite.removed.contains(e.file_path()));
-        if !touched {
-            if manifest.has_added_files() || manifest.has_existing_files() {
-                manifests.push(manifest.clone());
-            }
-            continue;
+    // A deletion vector goes with its data file: one Puffin file may hold the vectors of
+    // data files of other partitions, so its path alone does not say.
+    let gone = |e: &ManifestEntry| {
+        if crate::dv::is_vector(e.data_file()) {
+            (e.data_file().referenced_data_file()).is_some_and(|d| rewrite.removed.contains(&d))
+        } else {
+            rewrite.removed.contains(e.file_path())
         }
-        let spec = metadata
-            .partition_spec_by_id(manifest.partition_spec_id)
-            .ok_or_else(|| Error::unexpected("a manifest of an unknown partition spec"))?;
-        let is_delete = manifest.content == ManifestContentType::Deletes;
-        let key = (is_delete, manifest.partition_spec_id);
-        let writer = match merged.entry(key) {
-            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::btree_map::Entry::Vacant(v) => {
-                let path = format!(
-                    "{location}/metadata/{commit}-r{}-{}.avro",
-                    u8::from(is_delete),
-                    manifest.partition_spec_id
-                );
-                let output = io.new_output(&path).map_err(from_iceberg)?;
-                let builder = ManifestWriterBuilder::new(
-                    output,
-                    Some(snapshot_id),
-                    schema.clone(),
-                    spec.as_ref().clone(),
-                );
-                v.insert(if is_delete {
-                    builder.build_v2_deletes()
-                } else {
-                    builder.build_v2_data()
-                })
-            }
-        };
-        for e in loaded.entries().iter().filter(|e| e.is_alive()) {
-            let seq = e.sequence_number().unwrap_or(0);
-            let file = e.data_file().clone();
-            if rewrite.removed.contains(e.file_path()) {
-                collector.remove_file(&file, schema.clone(), spec.clone());
-                writer
-                    .add_delete_file(file, seq, e.file_sequence_number)
-                    .map_err(from_iceberg)?;
-            } else {
-                let added_by = e.snapshot_id().unwrap_or(parent.snapshot_id());
-                writer
-                    .add_existing_file(file, added_by, seq, e.file_sequence_number)
-                    .map_err(from_iceberg)?;
-            }
-        }
-    }
-    for (_, writer) in merged {
-        manifests.push(writer.write_manifest_file().await.map_err(from_iceberg)?);
-    }
+    };
+    let rewritten = rewrite_manifests(
+        table,
+        parent,
+        snapshot_id,
+        &format!("{commit}"),
+        &|_| true,
+        &gone,
+        &mut collector,
+    )
+    .await?;
+    manifests.extend(
+        (rewritten.untouched.into_iter()).filter(|m| m.has_added_files() || m.has_existing_files()),
+    );
+    manifests.extend(rewritten.merged);
     let mut summary = properties;
     summary.extend(collector.build());
     finish_snapshot(
         table,
-        iceberg::spec::MAIN_BRANCH,
+        branch,
         Made {
             snapshot_id,
             sequence_number,
@@ -434,15 +589,17 @@ pub async fn rewrite_updates(
 }
 
 /// The snapshots to expire: older than `older_than_ms` (ms since the epoch), not the current
-/// snapshot of any branch or tag, and not among the newest `keep` of `main`'s history. `None`
-/// when there are none; else the requirements, updates and the ids.
+/// snapshot of any branch or tag, and not among the newest `keep` of `branch`'s history (the
+/// one floe commits to). `None` when there are none; else the requirements, updates and the
+/// ids.
 pub fn expire_updates(
     table: &Table,
+    branch: &str,
     older_than_ms: i64,
     keep: usize,
 ) -> Option<(Vec<TableRequirement>, Vec<TableUpdate>, Vec<i64>)> {
     let metadata = table.metadata();
-    let current = metadata.current_snapshot()?;
+    let current = branch_head(table, branch)?;
     // Every branch's and tag's snapshot (iceberg-rust exposes refs only in the metadata's
     // serialized form). Unreadable refs expire nothing.
     let refs = serde_json::to_value(metadata).ok()?;
@@ -464,7 +621,7 @@ pub fn expire_updates(
     if ids.is_empty() {
         return None;
     }
-    let requirements = main_at(table, Some(current.snapshot_id()));
+    let requirements = ref_at(table, branch, Some(current.snapshot_id()));
     let updates = vec![TableUpdate::RemoveSnapshots {
         snapshot_ids: ids.clone(),
     }];
@@ -490,6 +647,205 @@ pub fn moved_of(deleted: Vec<u64>, runs: Vec<(&str, u64, u64)>) -> Moved {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn file(
+        path: &str,
+        content: DataContentType,
+        size: u64,
+        seq: i64,
+        spec: i32,
+        part: &str,
+    ) -> LiveFile {
+        LiveFile {
+            path: path.into(),
+            content,
+            size,
+            sequence: seq,
+            spec,
+            partition: part.into(),
+        }
+    }
+
+    fn set(paths: &[&str]) -> BTreeSet<String> {
+        paths.iter().map(|p| p.to_string()).collect()
+    }
+
+    const MB: u64 = 1 << 20;
+    use DataContentType::{Data, EqualityDeletes as Eq, PositionDeletes as Pos};
+
+    #[test]
+    fn large_files_stay_unless_a_delete_names_them() {
+        // Partition a: two small files and a large one; b: one small file, and a large one
+        // with a position delete; c: one small file alone.
+        let files = [
+            file("a1", Data, MB, 1, 0, "a"),
+            file("a2", Data, 2 * MB, 2, 0, "a"),
+            file("a3", Data, 100 * MB, 3, 0, "a"),
+            file("b1", Data, MB, 1, 0, "b"),
+            file("b2", Data, 100 * MB, 2, 0, "b"),
+            file("bd", Pos, 1000, 3, 0, "b"),
+            file("c1", Data, MB, 1, 0, "c"),
+        ];
+        let names = HashMap::from([("bd".to_owned(), set(&["b2"]))]);
+        let p = plan(
+            &files,
+            0,
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            128 * MB,
+            &names,
+        );
+        // b's small file joins the rewrite its delete starts; c's lone small file waits.
+        assert_eq!(p.rewrite, set(&["a1", "a2", "b1", "b2"]));
+        assert_eq!(p.drop, set(&["bd"]));
+        assert!(p.by_key.is_empty());
+        // Nothing small enough and no deletes: nothing to do.
+        let big = [
+            file("x", Data, 100 * MB, 1, 0, "a"),
+            file("y", Data, 120 * MB, 2, 0, "a"),
+        ];
+        assert_eq!(
+            plan(
+                &big,
+                0,
+                &BTreeSet::new(),
+                &BTreeSet::new(),
+                128 * MB,
+                &names
+            ),
+            Plan::default()
+        );
+    }
+
+    #[test]
+    fn earlier_specs_and_equality_deletes_rewrite_their_whole_group() {
+        let files = [
+            // Written for spec 0 (before the table was repartitioned): moved to spec 1.
+            file("o1", Data, 100 * MB, 1, 0, "()"),
+            // An upsert partition: all of it, large files too, and the delete dropped.
+            file("u1", Data, 100 * MB, 2, 1, "u"),
+            file("u2", Data, MB, 3, 1, "u"),
+            file("ue", Eq, 1000, 4, 1, "u"),
+            // A large file in a partition with nothing to do.
+            file("k1", Data, 100 * MB, 2, 1, "k"),
+        ];
+        let p = plan(
+            &files,
+            1,
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            128 * MB,
+            &HashMap::new(),
+        );
+        assert_eq!(p.rewrite, set(&["o1", "u1", "u2"]));
+        assert_eq!(p.by_key, set(&["u1", "u2"]));
+        assert_eq!(p.drop, set(&["ue"]));
+    }
+
+    #[test]
+    fn an_unpartitioned_equality_delete_reaches_every_older_file() {
+        // Spec 0 is unpartitioned: its equality delete (seq 5) reaches the older files of
+        // spec 1's partitions too, but not the newer one.
+        let files = [
+            file("g", Eq, 1000, 5, 0, "()"),
+            file("p1", Data, 100 * MB, 2, 1, "p"),
+            file("q1", Data, 100 * MB, 4, 1, "q"),
+            file("q2", Data, 100 * MB, 6, 1, "q"),
+        ];
+        let p = plan(
+            &files,
+            1,
+            &BTreeSet::from([0]),
+            &BTreeSet::new(),
+            128 * MB,
+            &HashMap::new(),
+        );
+        assert_eq!(p.rewrite, set(&["p1", "q1"]));
+        assert_eq!(p.by_key, set(&["p1", "q1"]));
+        assert_eq!(p.drop, set(&["g"]));
+    }
+
+    #[test]
+    fn a_delete_that_reaches_nothing_is_dropped_and_one_that_reaches_a_kept_file_stays() {
+        let files = [
+            file("d1", Data, 100 * MB, 1, 0, "a"),
+            // Names a file no longer in the table.
+            file("gone", Pos, 1000, 2, 0, "a"),
+            // Names d1 and a file of another partition (not what floe writes, but possible).
+            file("odd", Pos, 1000, 3, 0, "b"),
+            file("e1", Data, 100 * MB, 1, 0, "b"),
+        ];
+        let names = HashMap::from([
+            ("gone".to_owned(), set(&["old"])),
+            ("odd".to_owned(), set(&["d1", "e1"])),
+        ]);
+        let p = plan(
+            &files,
+            0,
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            128 * MB,
+            &names,
+        );
+        assert_eq!(p.rewrite, set(&["e1"]));
+        assert_eq!(p.drop, set(&["gone"]));
+        assert_eq!(p.skipped.len(), 1, "{:?}", p.skipped);
+        assert!(p.skipped[0].contains("odd"), "{:?}", p.skipped);
+    }
+
+    #[test]
+    fn a_kept_spec_is_left_alone_and_refinement_follows_the_transforms() {
+        let files = [
+            file("o1", Data, MB, 1, 0, "(0)"),
+            file("o2", Data, MB, 2, 0, "(0)"),
+            file("od", Pos, 1000, 3, 0, "(0)"),
+        ];
+        let names = HashMap::from([("od".to_owned(), set(&["o1"]))]);
+        let p = plan(
+            &files,
+            1,
+            &BTreeSet::new(),
+            &BTreeSet::from([0]),
+            128 * MB,
+            &names,
+        );
+        assert!(p.rewrite.is_empty() && p.drop.is_empty(), "{p:?}");
+        assert_eq!(p.skipped.len(), 1, "{p:?}");
+
+        use iceberg::spec::{NestedField, PrimitiveType, Schema, Transform as T, Type};
+        let schema = Schema::builder()
+            .with_fields([
+                NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::required(2, "ts", Type::Primitive(PrimitiveType::Timestamp)).into(),
+            ])
+            .build()
+            .unwrap();
+        let spec = |fields: &[(i32, T)]| {
+            let mut b = PartitionSpec::builder(schema.clone());
+            for (i, (source, t)) in fields.iter().enumerate() {
+                let name = if *source == 1 { "id" } else { "ts" };
+                b = b.add_partition_field(name, format!("p{i}"), *t).unwrap();
+            }
+            b.build().unwrap()
+        };
+        let none = spec(&[]);
+        let bucket = spec(&[(1, T::Bucket(2))]);
+        let day = spec(&[(2, T::Day)]);
+        let month = spec(&[(2, T::Month)]);
+        assert!(
+            refines(&none, &bucket),
+            "merging partitions keeps each old one whole"
+        );
+        assert!(
+            !refines(&bucket, &none),
+            "bucketing splits the unpartitioned files"
+        );
+        assert!(refines(&month, &day));
+        assert!(!refines(&day, &month));
+        assert!(refines(&bucket, &spec(&[(1, T::Identity)])));
+        assert!(!refines(&bucket, &spec(&[(1, T::Bucket(4))])));
+        assert!(refines(&spec(&[(1, T::Void)]), &none));
+    }
 
     #[test]
     fn survivors_map_to_their_runs_in_order() {

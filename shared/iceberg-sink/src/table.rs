@@ -8,7 +8,7 @@ use floe_core::retry::{Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
 use floe_decode::TableSchema;
 use floe_decode::partition::PartitionField;
-use iceberg::spec::{PrimitiveType, Type};
+use iceberg::spec::{FormatVersion, PrimitiveType, Type};
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 
@@ -90,11 +90,23 @@ pub async fn ensure_table(
     let spec = to_partition_spec(&definition.partition_by, &schema)?;
     let mut props = default_table_properties();
     props.extend(definition.properties.clone());
+    // `format-version` is not a property iceberg keeps but the version to create.
+    let format_version = match props.remove("format-version").as_deref().map(str::trim) {
+        None | Some("2") => FormatVersion::V2,
+        Some("3") => FormatVersion::V3,
+        Some(other) => {
+            return Err(Error::config(
+                "tables.auto-create-props.format-version",
+                format!("floe creates format v2 or v3 tables, not `{other}`"),
+            ));
+        }
+    };
     let creation = TableCreation::builder()
         .name(ident.name().to_owned())
         .schema(schema)
         .partition_spec(spec)
         .properties(props)
+        .format_version(format_version)
         .build();
     match catalog.create_table(ns, creation).await {
         Ok(t) => {
@@ -281,8 +293,21 @@ pub async fn add_missing_columns(
 
 /// The table's top-level columns that `fields` (same names, compared case-insensitively)
 /// widen as the Iceberg spec allows a type to be promoted: `int` → `long`, `float` → `double`,
-/// `decimal(P,S)` → `decimal(P',S)` with P' > P. Each with the wider type.
+/// `decimal(P,S)` → `decimal(P',S)` with P' > P; at the top level or anywhere inside the
+/// column (a struct's fields, a list's element, a map's value). Each with the column's type
+/// after the change (field ids kept) and the paths of the fields widened, for the log.
 pub fn widened_fields(table: &Table, fields: &[floe_decode::Field]) -> Vec<(String, Type)> {
+    widened_columns(table, fields)
+        .into_iter()
+        .map(|(name, ty, _)| (name, ty))
+        .collect()
+}
+
+/// [`widened_fields`], with the paths of the fields widened in each column.
+fn widened_columns(
+    table: &Table,
+    fields: &[floe_decode::Field],
+) -> Vec<(String, Type, Vec<String>)> {
     let schema = table.metadata().current_schema();
     let mut out = Vec::new();
     for have in schema.as_struct().fields() {
@@ -292,31 +317,103 @@ pub fn widened_fields(table: &Table, fields: &[floe_decode::Field]) -> Vec<(Stri
         else {
             continue;
         };
-        let (Type::Primitive(old), Type::Primitive(new)) =
-            (have.field_type.as_ref(), to_iceberg_type(&f.ty))
-        else {
-            continue;
-        };
-        let wider = match (old, &new) {
-            (PrimitiveType::Int, PrimitiveType::Long)
-            | (PrimitiveType::Float, PrimitiveType::Double) => true,
-            (
-                PrimitiveType::Decimal {
-                    precision: p,
-                    scale: s,
-                },
-                PrimitiveType::Decimal {
-                    precision: q,
-                    scale: t,
-                },
-            ) => s == t && q > p,
-            _ => false,
-        };
-        if wider {
-            out.push((have.name.clone(), Type::Primitive(new)));
+        let mut paths = Vec::new();
+        if let Some(t) = widened(&have.field_type, &f.ty, &have.name, &mut paths) {
+            out.push((have.name.clone(), t, paths));
         }
     }
     out
+}
+
+/// `have` with what `want` widens in it (see [`widened_fields`]); `None` when nothing is.
+/// Adds the path of each field widened to `paths`.
+fn widened(
+    have: &Type,
+    want: &floe_decode::IcebergType,
+    path: &str,
+    paths: &mut Vec<String>,
+) -> Option<Type> {
+    use floe_decode::IcebergType;
+    use iceberg::spec::{ListType, MapType, NestedField, StructType};
+    match (have, want) {
+        (Type::Primitive(old), _) => {
+            let Type::Primitive(new) = to_iceberg_type(want) else {
+                return None;
+            };
+            let wider = match (old, &new) {
+                (PrimitiveType::Int, PrimitiveType::Long)
+                | (PrimitiveType::Float, PrimitiveType::Double) => true,
+                (
+                    PrimitiveType::Decimal {
+                        precision: p,
+                        scale: s,
+                    },
+                    PrimitiveType::Decimal {
+                        precision: q,
+                        scale: t,
+                    },
+                ) => s == t && q > p,
+                _ => false,
+            };
+            wider.then(|| {
+                paths.push(path.to_owned());
+                Type::Primitive(new)
+            })
+        }
+        (Type::Struct(s), IcebergType::Struct(wanted)) => {
+            let mut changed = false;
+            let fields: Vec<Arc<NestedField>> = (s.fields().iter())
+                .map(|h| {
+                    let inner = (wanted.iter())
+                        .find(|f| f.name.eq_ignore_ascii_case(&h.name))
+                        .and_then(|f| {
+                            widened(&h.field_type, &f.ty, &format!("{path}.{}", h.name), paths)
+                        });
+                    match inner {
+                        Some(t) => {
+                            changed = true;
+                            Arc::new(NestedField {
+                                field_type: Box::new(t),
+                                ..h.as_ref().clone()
+                            })
+                        }
+                        None => Arc::clone(h),
+                    }
+                })
+                .collect();
+            changed.then(|| Type::Struct(StructType::new(fields)))
+        }
+        (Type::List(l), IcebergType::List(e)) => {
+            let t = widened(
+                &l.element_field.field_type,
+                &e.ty,
+                &format!("{path}.element"),
+                paths,
+            )?;
+            Some(Type::List(ListType {
+                element_field: Arc::new(NestedField {
+                    field_type: Box::new(t),
+                    ..l.element_field.as_ref().clone()
+                }),
+            }))
+        }
+        (Type::Map(m), IcebergType::Map { value, .. }) => {
+            let t = widened(
+                &m.value_field.field_type,
+                &value.ty,
+                &format!("{path}.value"),
+                paths,
+            )?;
+            Some(Type::Map(MapType {
+                key_field: Arc::clone(&m.key_field),
+                value_field: Arc::new(NestedField {
+                    field_type: Box::new(t),
+                    ..m.value_field.as_ref().clone()
+                }),
+            }))
+        }
+        _ => None,
+    }
 }
 
 /// Schema evolution: add the columns `fields` bring that the table lacks
@@ -332,14 +429,14 @@ pub async fn evolve_columns(
     use iceberg::{TableRequirement, TableUpdate};
     add_missing_columns(catalog, ident, fields).await?;
     change_schema(catalog, ident, "widen columns of", |table| {
-        let widened = widened_fields(table, fields);
+        let widened = widened_columns(table, fields);
         if widened.is_empty() {
             return Ok(None);
         }
         let current = table.metadata().current_schema();
         let columns = current.as_struct().fields().iter().map(|f| {
-            match widened.iter().find(|(name, _)| *name == f.name) {
-                Some((_, t)) => Arc::new(NestedField {
+            match widened.iter().find(|(name, _, _)| *name == f.name) {
+                Some((_, t, _)) => Arc::new(NestedField {
                     field_type: Box::new(t.clone()),
                     ..f.as_ref().clone()
                 }),
@@ -364,7 +461,9 @@ pub async fn evolve_columns(
             TableUpdate::AddSchema { schema },
             TableUpdate::SetCurrentSchema { schema_id: -1 },
         ];
-        let names = widened.iter().map(|(n, t)| format!("{n} {t}")).collect();
+        let names = (widened.iter())
+            .flat_map(|(_, _, paths)| paths.iter().cloned())
+            .collect();
         let commit = catalog.commit_updates(ident, requirements, updates);
         Ok(Some((names, Box::pin(commit) as SchemaCommit<'_>)))
     })

@@ -135,6 +135,24 @@ impl WriteProps {
     }
 }
 
+impl WriteProps {
+    /// These properties, with `base`'s where these have none (a route's own over the
+    /// `[iceberg]` defaults).
+    pub fn or(self, base: &WriteProps) -> WriteProps {
+        WriteProps {
+            compression: self.compression.or(base.compression),
+            zstd_level: self.zstd_level.or(base.zstd_level),
+            target_file_size_bytes: self.target_file_size_bytes.or(base.target_file_size_bytes),
+            row_group_rows: self.row_group_rows.or(base.row_group_rows),
+        }
+    }
+
+    /// `write.target-file-size-bytes`, when given.
+    pub fn target_file_size_bytes(&self) -> Option<usize> {
+        self.target_file_size_bytes
+    }
+}
+
 impl WriterOptions {
     /// These options with `props` applied over them.
     pub fn with_write_props(mut self, props: &WriteProps) -> Self {
@@ -203,21 +221,36 @@ pub fn arrow_schema(table: &Table) -> Result<ArrowSchemaRef> {
     Ok(Arc::new(arrow))
 }
 
+/// A column chunk's dictionary stops growing past this many bytes and the rest of the chunk is
+/// written plain (Parquet's fallback). Parquet's default, 1 MiB, is exactly a 131,072-row group
+/// of distinct 8-byte values: an id or a timestamp column went through the dictionary whole, to
+/// fall back at its last value, and interning those values was the largest part of encoding.
+/// At 256 KiB such a column falls back after a quarter of the group, while a column of 10,000
+/// distinct short strings still fits its dictionary.
+pub const DICTIONARY_PAGE_BYTES: usize = 256 << 10;
+
+/// The Parquet writer properties of `opts` (what every data file of a [`TableWriter`] is written
+/// with).
+pub fn writer_properties(opts: &WriterOptions) -> Result<WriterProperties> {
+    let compression = match opts.compression {
+        Some(c) => c,
+        None => Compression::ZSTD(
+            ZstdLevel::try_new(opts.zstd_level).map_err(|e| Error::config("zstd-level", e))?,
+        ),
+    };
+    Ok(WriterProperties::builder()
+        .set_compression(compression)
+        .set_max_row_group_row_count(Some(opts.row_group_rows.max(1)))
+        .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
+        .build())
+}
+
 impl TableWriter {
     /// A writer for `table`'s current schema and default partition spec.
     pub async fn new(table: &Table, opts: &WriterOptions) -> Result<Self> {
         let metadata = table.metadata();
         let schema = metadata.current_schema().clone();
-        let compression = match opts.compression {
-            Some(c) => c,
-            None => Compression::ZSTD(
-                ZstdLevel::try_new(opts.zstd_level).map_err(|e| Error::config("zstd-level", e))?,
-            ),
-        };
-        let props = WriterProperties::builder()
-            .set_compression(compression)
-            .set_max_row_group_row_count(Some(opts.row_group_rows.max(1)))
-            .build();
+        let props = writer_properties(opts)?;
         let changes = match &opts.changes {
             Some(c) => Some(Box::new(
                 Changes::new(table, c, &opts.file_prefix, props.clone()).await?,

@@ -68,12 +68,21 @@ async fn fresh_table(
     dir: &Path,
     name: &str,
 ) -> (Arc<dyn floe_iceberg::FloeCatalog>, TableIdent, Table) {
+    fresh_table_with(dir, name, HashMap::new()).await
+}
+
+/// [`fresh_table`] with table properties `properties` (`format-version` picks the version).
+async fn fresh_table_with(
+    dir: &Path,
+    name: &str,
+    properties: HashMap<String, String>,
+) -> (Arc<dyn floe_iceberg::FloeCatalog>, TableIdent, Table) {
     let (_, catalog) = sql_catalog(dir).await;
     let ident = parse_ident(&format!("demo.{name}")).unwrap();
     let definition = TableDefinition {
         schema: schema(),
         partition_by: vec![],
-        properties: HashMap::new(),
+        properties,
     };
     let table = ensure_table(catalog.as_ref(), &ident, &definition)
         .await
@@ -175,16 +184,7 @@ async fn write_stage_commit_once_and_read_back_with_pyiceberg() {
     };
     // The catalog applies the commit but its answer is "lost": the retry must find the commit in
     // the table history and not append the files again.
-    let lose_first = std::sync::atomic::AtomicBool::new(true);
-    let outcome = append_with_hook(catalog.as_ref(), &req, &|ok| {
-        ok && lose_first.swap(false, std::sync::atomic::Ordering::SeqCst)
-    })
-    .await
-    .unwrap();
-    assert!(
-        matches!(outcome, AppendOutcome::AlreadyCommitted { .. }),
-        "{outcome:?}"
-    );
+    commit_losing_the_first_answer(catalog.as_ref(), &req).await;
     // And a plain retry of the same commit id is a no-op too.
     let outcome = floe_iceberg::append_exactly_once(catalog.as_ref(), &req)
         .await
@@ -465,7 +465,6 @@ fn request(
 
 /// The `(id, day)` of every row iceberg-rust's scan returns (deletes applied), sorted.
 async fn scanned(catalog: &dyn floe_iceberg::FloeCatalog, ident: &TableIdent) -> Vec<(i64, i64)> {
-    use futures::TryStreamExt;
     let table = catalog.load_table(ident).await.unwrap();
     let stream = table
         .scan()
@@ -475,6 +474,12 @@ async fn scanned(catalog: &dyn floe_iceberg::FloeCatalog, ident: &TableIdent) ->
         .to_arrow()
         .await
         .unwrap();
+    rows_of(stream).await
+}
+
+/// The `(id, day)` of every row of `stream`, sorted.
+async fn rows_of(stream: iceberg::scan::ArrowRecordBatchStream) -> Vec<(i64, i64)> {
+    use futures::TryStreamExt;
     let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
     let mut rows = Vec::new();
     for b in batches {
@@ -524,6 +529,24 @@ async fn assert_read_by_iceberg_rust_and_duckdb(
     assert_eq!(read_rows(&duck), want, "duckdb: {duck}");
 }
 
+/// Commit `req`, the catalog's answer to its first attempt lost: the retry finds the commit in
+/// the table's history and does not apply it again.
+async fn commit_losing_the_first_answer(
+    catalog: &dyn floe_iceberg::FloeCatalog,
+    req: &AppendRequest,
+) {
+    let lose_first = std::sync::atomic::AtomicBool::new(true);
+    let outcome = append_with_hook(catalog, req, &|ok| {
+        ok && lose_first.swap(false, std::sync::atomic::Ordering::SeqCst)
+    })
+    .await
+    .unwrap();
+    assert!(
+        matches!(outcome, AppendOutcome::AlreadyCommitted { .. }),
+        "{outcome:?}"
+    );
+}
+
 /// A fresh table `demo.<name>` under `dir` holding ids `first` (day 20_100), committed as
 /// `c1`.
 async fn table_holding(
@@ -535,7 +558,21 @@ async fn table_holding(
     TableIdent,
     Vec<iceberg::spec::DataFile>,
 ) {
-    let (catalog, ident, table) = fresh_table(dir, name).await;
+    table_holding_with(dir, name, first, HashMap::new()).await
+}
+
+/// [`table_holding`] with table properties `properties`.
+async fn table_holding_with(
+    dir: &Path,
+    name: &str,
+    first: &[i64],
+    properties: HashMap<String, String>,
+) -> (
+    Arc<dyn floe_iceberg::FloeCatalog>,
+    TableIdent,
+    Vec<iceberg::spec::DataFile>,
+) {
+    let (catalog, ident, table) = fresh_table_with(dir, name, properties).await;
     let files = files_of(&table, first).await;
     floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, files.clone(), "c1"))
         .await
@@ -559,17 +596,7 @@ async fn a_row_delta_deletes_by_position_in_the_snapshot_that_adds_rows() {
         .unwrap();
     let mut files = files_of(&table, &[5, 6]).await;
     files.push(deletes);
-    let req = request(&ident, files, "c2");
-    let lose_first = std::sync::atomic::AtomicBool::new(true);
-    let outcome = append_with_hook(catalog.as_ref(), &req, &|ok| {
-        ok && lose_first.swap(false, std::sync::atomic::Ordering::SeqCst)
-    })
-    .await
-    .unwrap();
-    assert!(
-        matches!(outcome, AppendOutcome::AlreadyCommitted { .. }),
-        "{outcome:?}"
-    );
+    commit_losing_the_first_answer(catalog.as_ref(), &request(&ident, files, "c2")).await;
 
     let want = vec![(1, 20_100), (3, 20_100), (5, 20_100), (6, 20_100)];
     assert_eq!(scanned(catalog.as_ref(), &ident).await, want);
@@ -641,10 +668,12 @@ async fn position_deletes_are_not_added_after_a_compaction_rewrote_their_files()
     let options = CompactOptions {
         target_file_size_bytes: 1 << 30,
         file_prefix: "maint-test".into(),
+        branch: "main".into(),
+        tracks_rows: true,
     };
     let rewrite = compact(&table, &options).await.unwrap();
     assert!(rewrite.moved.contains_key(first[0].file_path()));
-    let (requirements, updates) = rewrite_updates(&table, &rewrite, HashMap::new())
+    let (requirements, updates) = rewrite_updates(&table, "main", &rewrite, HashMap::new())
         .await
         .unwrap();
     catalog
@@ -864,4 +893,409 @@ async fn a_writer_says_where_each_sources_rows_went_across_partitions_and_rolled
         };
         assert_eq!(ids, want, "source {source}: {runs:?}");
     }
+}
+
+/// A fresh format v3 table `demo.<name>` under `dir` holding ids `first` (day 20_100) in one
+/// data file, committed as `c1`.
+async fn v3_table_holding(
+    dir: &Path,
+    name: &str,
+    first: &[i64],
+) -> (
+    Arc<dyn floe_iceberg::FloeCatalog>,
+    TableIdent,
+    iceberg::spec::DataFile,
+) {
+    let props = HashMap::from([("format-version".to_owned(), "3".to_owned())]);
+    let (catalog, ident, mut files) = table_holding_with(dir, name, first, props).await;
+    let table = catalog.load_table(&ident).await.unwrap();
+    assert_eq!(
+        table.metadata().format_version(),
+        iceberg::spec::FormatVersion::V3
+    );
+    assert_eq!(files.len(), 1);
+    (catalog, ident, files.remove(0))
+}
+
+/// The `(id, day)` of every row floe's own read returns (deletion vectors applied), sorted.
+async fn read_by_floe(
+    catalog: &dyn floe_iceberg::FloeCatalog,
+    ident: &TableIdent,
+) -> Vec<(i64, i64)> {
+    let table = catalog.load_table(ident).await.unwrap();
+    let scan = table.scan().select_all().build().unwrap();
+    rows_of(floe_iceberg::scan::read(&table, &scan).await.unwrap()).await
+}
+
+/// floe's read, pyiceberg and DuckDB read exactly the rows `want` of `demo.<name>`; returns
+/// pyiceberg's answer.
+async fn assert_three_readers_agree(
+    dir: &Path,
+    catalog: &dyn floe_iceberg::FloeCatalog,
+    ident: &TableIdent,
+    want: &[(i64, i64)],
+) -> serde_json::Value {
+    assert_eq!(read_by_floe(catalog, ident).await, want, "floe");
+    let root = dir.canonicalize().unwrap();
+    let read = floe_testbed::pyiceberg::read_sql_table(
+        "floe",
+        &root.join("catalog.db"),
+        &root.join("warehouse"),
+        &ident.to_string(),
+    );
+    assert_eq!(read_rows(&read), want, "pyiceberg: {read}");
+    let location = metadata_location(catalog, ident).await;
+    // DuckDB refuses a snapshot with two deletion vectors for one data file.
+    let duck = floe_testbed::duckdb::read_metadata(&location, Some("id"));
+    assert_eq!(read_rows(&duck), want, "duckdb: {duck}");
+    read
+}
+
+/// A format v3 table (`format-version = "3"` among the properties of the table floe creates)
+/// takes floe's appends (iceberg-rust's fast append) with row lineage: each snapshot numbers
+/// its rows from the table's next row id, which moves on by the rows added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v3_table_takes_appends_with_row_lineage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident, _) = v3_table_holding(dir.path(), "lineage", &[1, 2, 3, 4]).await;
+    let table = catalog.load_table(&ident).await.unwrap();
+    let first = table.metadata().current_snapshot().unwrap();
+    assert_eq!(first.row_range(), Some((0, 4)));
+    assert_eq!(table.metadata().next_row_id(), 4);
+    let files = files_of(&table, &[5, 6]).await;
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, files, "c2"))
+        .await
+        .unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    assert_eq!(
+        table.metadata().current_snapshot().unwrap().row_range(),
+        Some((4, 2))
+    );
+    assert_eq!(table.metadata().next_row_id(), 6);
+    let want: Vec<(i64, i64)> = (1..=6).map(|i| (i, 20_100)).collect();
+    let read = assert_three_readers_agree(dir.path(), catalog.as_ref(), &ident, &want).await;
+    assert_eq!(read["format_version"], 3, "{read}");
+    assert_eq!(read["next_row_id"], 6, "{read}");
+    let mut lineage: Vec<(i64, i64)> = (read["snapshots"].as_array().unwrap().iter())
+        .map(|s| {
+            (
+                s["first_row_id"].as_i64().unwrap(),
+                s["added_rows"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    lineage.sort();
+    assert_eq!(lineage, [(0, 4), (4, 2)], "{read}");
+}
+
+/// Position deletes on a v3 table are deletion vectors, at most one per data file in a
+/// snapshot: a second commit deleting from a file that has one, with two vectors of its own for
+/// that file, lands one vector holding all four positions and marks the old one deleted. Each
+/// commit lands once when its answer is lost; floe's read, pyiceberg and DuckDB read the same
+/// rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_vectors_delete_rows_of_a_v3_table_one_per_data_file() {
+    use floe_iceberg::delta::{PositionDeletes, write_position_deletes};
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident, first) = v3_table_holding(dir.path(), "dvs", &[1, 2, 3, 4, 5, 6]).await;
+
+    // Rows 1 and 3 (ids 2 and 4) go, id 7 comes: one snapshot, its answer lost once.
+    let table = catalog.load_table(&ident).await.unwrap();
+    let dv = write_position_deletes(&table, &PositionDeletes::of(&first, vec![3, 1]))
+        .await
+        .unwrap();
+    assert_eq!(dv.file_format(), iceberg::spec::DataFileFormat::Puffin);
+    assert_eq!(
+        dv.referenced_data_file().as_deref(),
+        Some(first.file_path())
+    );
+    assert_eq!(dv.record_count(), 2);
+    let mut files = files_of(&table, &[7]).await;
+    files.push(dv.clone());
+    commit_losing_the_first_answer(catalog.as_ref(), &request(&ident, files, "c2")).await;
+    let want = [
+        (1, 20_100),
+        (3, 20_100),
+        (5, 20_100),
+        (6, 20_100),
+        (7, 20_100),
+    ];
+    assert_three_readers_agree(dir.path(), catalog.as_ref(), &ident, &want).await;
+
+    // Rows 0 and 5 (ids 1 and 6), as two vectors of one commit: merged with the first.
+    let table = catalog.load_table(&ident).await.unwrap();
+    let mut files = Vec::new();
+    for pos in [0, 5] {
+        let deletes = PositionDeletes::of(&first, vec![pos]);
+        files.push(write_position_deletes(&table, &deletes).await.unwrap());
+    }
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, files, "c3"))
+        .await
+        .unwrap();
+    let want = [(3, 20_100), (5, 20_100), (7, 20_100)];
+    let read = assert_three_readers_agree(dir.path(), catalog.as_ref(), &ident, &want).await;
+
+    // One live vector for the file, of four positions; the first one marked deleted.
+    let table = catalog.load_table(&ident).await.unwrap();
+    let snapshot = table.metadata().current_snapshot().unwrap();
+    let list = table.manifest_list_reader(snapshot).load().await.unwrap();
+    let (mut live, mut deleted) = (Vec::new(), Vec::new());
+    for m in list.entries() {
+        let loaded = m.load_manifest(table.file_io()).await.unwrap();
+        for e in loaded.entries() {
+            if e.content_type() != iceberg::spec::DataContentType::PositionDeletes {
+                continue;
+            }
+            let key = (e.file_path().to_owned(), e.data_file().content_offset());
+            if e.is_alive() {
+                live.push((key, e.record_count()));
+            } else {
+                deleted.push(key);
+            }
+        }
+    }
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0].1, 4);
+    assert_eq!(deleted, [(dv.file_path().to_owned(), dv.content_offset())]);
+    // Row lineage: 6 rows, then 1, then none.
+    assert_one_vector(&read, first.file_path(), 4, "c3", (7, 0));
+    assert_eq!(table.metadata().next_row_id(), 7);
+}
+
+/// The deletion vectors floe writes are what pyiceberg decodes: the positions of each data
+/// file, from blobs whose offset and length are what the manifest entries say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pyiceberg_decodes_the_deletion_vectors_floe_writes() {
+    use floe_iceberg::dv::{Vector, read_vector, write_vectors};
+    let dir = tempfile::tempdir().unwrap();
+    let props = HashMap::from([("format-version".to_owned(), "3".to_owned())]);
+    let (_, _, table) = fresh_table_with(dir.path(), "codec", props).await;
+    let vectors = [
+        ("file:///a.parquet", vec![1u64, 5, 9]),
+        ("file:///b.parquet", vec![0, 70_000, 200_000, (1 << 32) + 3]),
+    ]
+    .map(|(f, p)| Vector {
+        data_file: f.to_owned(),
+        partition: iceberg::spec::Struct::empty(),
+        spec_id: 0,
+        positions: p.into_iter().collect(),
+    });
+    let files = write_vectors(&table, &vectors).await.unwrap();
+    assert_eq!(files.len(), 2);
+    assert_eq!(
+        files[0].file_path(),
+        files[1].file_path(),
+        "one Puffin file"
+    );
+    for (f, v) in files.iter().zip(&vectors) {
+        assert_eq!(read_vector(table.file_io(), f).await.unwrap(), v.positions);
+    }
+    let path = files[0].file_path().trim_start_matches("file://");
+    let decoded = floe_testbed::pyiceberg::read_deletion_vectors(Path::new(path));
+    for v in &vectors {
+        let want: Vec<u64> = v.positions.iter().collect();
+        assert_eq!(
+            decoded["vectors"][&v.data_file],
+            serde_json::json!(want),
+            "{decoded}"
+        );
+    }
+    let blobs = decoded["blobs"].as_array().unwrap();
+    for (b, f) in blobs.iter().zip(&files) {
+        assert_eq!(b["type"], "deletion-vector-v1", "{decoded}");
+        assert_eq!(b["fields"], serde_json::json!([2_147_483_645]), "{decoded}");
+        assert_eq!(b["snapshot_id"], -1, "{decoded}");
+        assert_eq!(b["sequence_number"], -1, "{decoded}");
+        assert_eq!(b["compression"], serde_json::Value::Null, "{decoded}");
+        assert_eq!(b["offset"].as_i64(), f.content_offset(), "{decoded}");
+        assert_eq!(b["length"].as_i64(), f.content_size_in_bytes(), "{decoded}");
+        let props = &b["properties"];
+        assert_eq!(
+            props["referenced-data-file"],
+            f.referenced_data_file().unwrap()
+        );
+        assert_eq!(props["cardinality"], f.record_count().to_string());
+    }
+}
+
+/// A damaged deletion vector is refused, with an error naming its file, rather than read as
+/// some other set of rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_deletion_vector_is_refused_naming_its_file() {
+    use floe_iceberg::delta::{PositionDeletes, write_position_deletes};
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident, first) = v3_table_holding(dir.path(), "damaged", &[1, 2, 3]).await;
+    let table = catalog.load_table(&ident).await.unwrap();
+    let dv = write_position_deletes(&table, &PositionDeletes::of(&first, vec![1]))
+        .await
+        .unwrap();
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, vec![dv.clone()], "c2"))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_by_floe(catalog.as_ref(), &ident).await,
+        [(1, 20_100), (3, 20_100)]
+    );
+    let path = dv.file_path().trim_start_matches("file://").to_owned();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = dv.content_offset().unwrap() as usize + 12;
+    bytes[at] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+    let table = catalog.load_table(&ident).await.unwrap();
+    let scan = table.scan().select_all().build().unwrap();
+    let err = match floe_iceberg::scan::read(&table, &scan).await {
+        Ok(_) => panic!("a damaged deletion vector was read"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains(dv.file_path()) && err.contains("checksum"),
+        "{err}"
+    );
+}
+
+/// Compaction of a v3 table applies its deletion vectors (iceberg-rust's reader does not):
+/// the rows stay, the vectors go with the data files they deleted from, the replacing snapshot
+/// carries row lineage, and the Puffin file stays referenced while an older snapshot holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_of_a_v3_table_applies_its_deletion_vectors() {
+    use floe_iceberg::delta::{PositionDeletes, write_position_deletes};
+    use floe_iceberg::maintain::{CompactOptions, compact, rewrite_updates};
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident, first) =
+        v3_table_holding(dir.path(), "compacted", &[1, 2, 3, 4, 5, 6]).await;
+    let table = catalog.load_table(&ident).await.unwrap();
+    let dv = write_position_deletes(&table, &PositionDeletes::of(&first, vec![1, 3]))
+        .await
+        .unwrap();
+    let mut files = files_of(&table, &[7]).await;
+    files.push(dv.clone());
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, files, "c2"))
+        .await
+        .unwrap();
+    let want = [
+        (1, 20_100),
+        (3, 20_100),
+        (5, 20_100),
+        (6, 20_100),
+        (7, 20_100),
+    ];
+
+    let table = catalog.load_table(&ident).await.unwrap();
+    let next_row_id = table.metadata().next_row_id();
+    let opts = CompactOptions {
+        target_file_size_bytes: 64 << 20,
+        file_prefix: "maint".into(),
+        branch: "main".into(),
+        tracks_rows: true,
+    };
+    let rewrite = compact(&table, &opts).await.unwrap();
+    assert!(rewrite.skipped.is_empty(), "{:?}", rewrite.skipped);
+    assert_eq!(rewrite.added.len(), 1);
+    assert_eq!(rewrite.moved[first.file_path()].deleted, [1, 3]);
+    let (requirements, updates) = rewrite_updates(&table, "main", &rewrite, HashMap::new())
+        .await
+        .unwrap();
+    catalog
+        .commit_updates(&ident, requirements, updates)
+        .await
+        .unwrap();
+    let read = assert_three_readers_agree(dir.path(), catalog.as_ref(), &ident, &want).await;
+    assert_eq!(read["files"].as_array().unwrap().len(), 1, "{read}");
+    assert_eq!(read["deletes"], serde_json::json!([]), "{read}");
+    let table = catalog.load_table(&ident).await.unwrap();
+    let snapshot = table.metadata().current_snapshot().unwrap();
+    assert_eq!(snapshot.first_row_id(), Some(next_row_id));
+    assert!(table.metadata().next_row_id() >= next_row_id + 5);
+    let referenced = floe_iceberg::orphans::referenced_files(&table)
+        .await
+        .unwrap();
+    let puffin = floe_iceberg::orphans::normal(dv.file_path());
+    assert!(
+        referenced.contains(&puffin),
+        "{puffin} not in {referenced:?}"
+    );
+}
+
+/// A v2 table upgraded to v3 keeps its Parquet position deletes; the first deletion vector for
+/// a data file that has one holds its positions too and replaces it (the spec: a vector must
+/// hold every earlier delete of its file), and the first v3 snapshot gives the rows already
+/// there their row ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_vector_on_an_upgraded_table_takes_over_its_position_deletes() {
+    use floe_iceberg::delta::{PositionDeletes, write_position_deletes};
+    let dir = tempfile::tempdir().unwrap();
+    let (catalog, ident, first) = table_holding(dir.path(), "upgraded", &[1, 2, 3, 4, 5, 6]).await;
+    let table = catalog.load_table(&ident).await.unwrap();
+    let parquet = write_position_deletes(&table, &PositionDeletes::of(&first[0], vec![1]))
+        .await
+        .unwrap();
+    assert_eq!(
+        parquet.file_format(),
+        iceberg::spec::DataFileFormat::Parquet
+    );
+    floe_iceberg::append_exactly_once(
+        catalog.as_ref(),
+        &request(&ident, vec![parquet.clone()], "c2"),
+    )
+    .await
+    .unwrap();
+    let upgrade = iceberg::TableUpdate::UpgradeFormatVersion {
+        format_version: iceberg::spec::FormatVersion::V3,
+    };
+    catalog
+        .commit_updates(&ident, Vec::new(), vec![upgrade])
+        .await
+        .unwrap();
+
+    let table = catalog.load_table(&ident).await.unwrap();
+    assert_eq!(
+        table.metadata().format_version(),
+        iceberg::spec::FormatVersion::V3
+    );
+    let dv = write_position_deletes(&table, &PositionDeletes::of(&first[0], vec![3]))
+        .await
+        .unwrap();
+    assert_eq!(dv.file_format(), iceberg::spec::DataFileFormat::Puffin);
+    floe_iceberg::append_exactly_once(catalog.as_ref(), &request(&ident, vec![dv], "c3"))
+        .await
+        .unwrap();
+    let want = [(1, 20_100), (3, 20_100), (5, 20_100), (6, 20_100)];
+    let read = assert_three_readers_agree(dir.path(), catalog.as_ref(), &ident, &want).await;
+    // The upgrade starts row ids at 0; the six rows there get theirs in this snapshot.
+    assert_one_vector(&read, first[0].file_path(), 2, "c3", (0, 6));
+}
+
+/// In pyiceberg's `read`, `data_file` has one delete file, a deletion vector of `positions`
+/// positions, and the snapshot of `commit_id` counts it as the table's only one and has row
+/// range `lineage` (first row id, added rows). (pyiceberg 0.12 plans a vector for every data
+/// file of its partition, ignoring `referenced_data_file`, and then applies each blob to the
+/// file its blob properties name.)
+fn assert_one_vector(
+    read: &serde_json::Value,
+    data_file: &str,
+    positions: u64,
+    commit_id: &str,
+    lineage: (i64, i64),
+) {
+    let deletes: Vec<&serde_json::Value> = (read["deletes"].as_array().unwrap().iter())
+        .filter(|d| d["data_file"] == data_file)
+        .collect();
+    assert_eq!(deletes.len(), 1, "pyiceberg applies one vector: {read}");
+    assert_eq!(deletes[0]["format"], "puffin", "{read}");
+    assert_eq!(deletes[0]["record_count"], positions, "{read}");
+    let snapshot = (read["snapshots"].as_array().unwrap().iter())
+        .find(|s| s["summary"]["floe.commit-id"] == commit_id)
+        .unwrap();
+    let summary = &snapshot["summary"];
+    assert_eq!(summary["total-delete-files"], "1", "{read}");
+    assert_eq!(
+        summary["total-position-deletes"],
+        positions.to_string(),
+        "{read}"
+    );
+    let range = (
+        snapshot["first_row_id"].as_i64(),
+        snapshot["added_rows"].as_i64(),
+    );
+    assert_eq!(range, (Some(lineage.0), Some(lineage.1)), "{read}");
 }

@@ -46,6 +46,17 @@ pub fn try_read_table(args: &[String]) -> floe_core::Result<serde_json::Value> {
     })
 }
 
+/// The deletion vectors of the Puffin file at `puffin` as pyiceberg decodes them
+/// (`tests/py/read_deletion_vectors.py`): `{"blobs": [...], "vectors": {data file: [positions]}}`.
+pub fn read_deletion_vectors(puffin: &Path) -> serde_json::Value {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/py/read_deletion_vectors.py");
+    let path = puffin.display().to_string();
+    let out = run_python(&python(), &script, &[&path])
+        .unwrap_or_else(|e| panic!("pyiceberg could not decode {path}: {e}"));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("invalid json from {path}: {e}"))
+}
+
 /// Read a table of a SQLite catalog (`catalog` is the catalog name floe used).
 pub fn read_sql_table(
     catalog: &str,

@@ -34,6 +34,8 @@ pub struct Conformer {
     target: SchemaRef,
     decode: SchemaRef,
     sources: Vec<Source>,
+    /// Made by [`Conformer::for_typed_source`].
+    typed_source: bool,
 }
 
 /// Whether a type is read as a string and parsed here rather than by the format decoder.
@@ -68,6 +70,7 @@ impl Conformer {
             decode: Arc::new(Schema::new(fields)),
             target,
             sources,
+            typed_source: true,
         }
     }
 
@@ -100,6 +103,7 @@ impl Conformer {
             target,
             decode,
             sources,
+            typed_source: false,
         }
     }
 
@@ -125,6 +129,7 @@ impl Conformer {
             target,
             decode: source,
             sources,
+            typed_source: false,
         }
     }
 
@@ -136,6 +141,11 @@ impl Conformer {
     /// The target schema.
     pub fn target_schema(&self) -> &SchemaRef {
         &self.target
+    }
+
+    /// Whether this conformer takes what arrow-json decodes (see [`Conformer::for_typed_source`]).
+    pub(super) fn is_typed_source(&self) -> bool {
+        self.typed_source
     }
 
     /// Convert a decoded batch. Returns the conformed batch holding only the good rows, and the
@@ -163,10 +173,7 @@ impl Conformer {
             if !field.is_nullable() && column.null_count() > 0 {
                 for (row, slot) in bad.iter_mut().enumerate() {
                     if slot.is_none() && column.is_null(row) {
-                        *slot = Some(format!(
-                            "required field `{}` is missing or null",
-                            field.name()
-                        ));
+                        *slot = Some(required_missing(field));
                     }
                 }
             }
@@ -237,12 +244,7 @@ fn parse_column(
     let n = strings.len();
     let mut fail = |row: usize, value: &str, why: &str| {
         if bad[row].is_none() {
-            let shown: String = value.chars().take(64).collect();
-            bad[row] = Some(format!(
-                "field `{}`: cannot read {shown:?} as {}{why}",
-                field.name(),
-                type_name(field.data_type())
-            ));
+            bad[row] = Some(cannot_read(field, value, why));
         }
     };
     macro_rules! build {
@@ -314,6 +316,21 @@ fn parse_column(
         }
     };
     Ok(out)
+}
+
+/// Why a record is set aside when `field`'s text `value` does not convert (`why` adds to it).
+pub(super) fn cannot_read(field: &Field, value: &str, why: &str) -> String {
+    let shown: String = value.chars().take(64).collect();
+    format!(
+        "field `{}`: cannot read {shown:?} as {}{why}",
+        field.name(),
+        type_name(field.data_type())
+    )
+}
+
+/// Why a record is set aside when the required `field` has no value.
+pub(super) fn required_missing(field: &Field) -> String {
+    format!("required field `{}` is missing or null", field.name())
 }
 
 fn type_name(t: &DataType) -> String {

@@ -1,15 +1,19 @@
 //! JSON records: newline-delimited (one object per line) or JSON documents (an array of objects,
 //! or objects one after another, pretty-printed or not), streamed.
 //!
-//! Records are gathered into batches of whole records and decoded by arrow-json in one go. When a
-//! batch fails (a malformed record, a value arrow-json will not put in its column) the batch is
-//! decoded again record by record, so only the bad records are set aside, with their line numbers.
+//! Each record is first read straight into the target schema's builders by the typed reader
+//! ([`super::typed`]), which takes the plain records and says when it is not sure of one. From
+//! such a record on, records are gathered into a batch of whole records and decoded by arrow-json
+//! in one go; when that batch fails (a malformed record, a value arrow-json will not put in its
+//! column) it is decoded again record by record, so only the bad records are set aside, with their
+//! line numbers. After the batch the typed reader takes over again.
 
 use arrow_array::RecordBatch;
 use arrow_json::reader::{Decoder, ReaderBuilder};
 use floe_core::{Error, Result};
 
 use super::convert::Conformer;
+use super::typed::{Read, TypedReader};
 use super::{BadRecord, Decoded, StreamDecoder, truncate_raw};
 
 /// Longest record accepted; a longer one is a bad record (keeps memory bounded).
@@ -30,7 +34,9 @@ pub struct JsonDecoder {
     decoder: Decoder,
     batch_rows: usize,
     framing: Framing,
-    /// Whole records waiting to be decoded.
+    /// The fast path, when it takes the schema; rows it read wait in its builders.
+    typed: Option<TypedReader>,
+    /// Whole records waiting to be decoded by arrow-json.
     pending: Vec<u8>,
     /// `(start, end, line)` of each record in `pending`.
     spans: Vec<(usize, usize, u64)>,
@@ -48,10 +54,16 @@ impl JsonDecoder {
     /// A decoder producing batches of `conformer`'s target schema, `batch_rows` rows at most.
     pub fn new(conformer: Conformer, framing: Framing, batch_rows: usize) -> Result<Self> {
         let decoder = build(&conformer, batch_rows)?;
+        let batch_rows = batch_rows.max(1);
+        let typed = conformer
+            .is_typed_source()
+            .then(|| TypedReader::new(conformer.target_schema().clone(), batch_rows))
+            .flatten();
         Ok(JsonDecoder {
+            typed,
             conformer,
             decoder,
-            batch_rows: batch_rows.max(1),
+            batch_rows,
             framing,
             pending: Vec::new(),
             spans: Vec::new(),
@@ -64,10 +76,33 @@ impl JsonDecoder {
         })
     }
 
+    /// This decoder without the typed reader: arrow-json and the conformer alone (what the
+    /// typed reader is held against in tests).
+    #[cfg(test)]
+    pub(super) fn arrow_only(mut self) -> Self {
+        self.typed = None;
+        self
+    }
+
     fn add_record(&mut self, record: &[u8], line: u64) -> Result<()> {
         let trimmed = record.trim_ascii();
         if trimmed.is_empty() {
             return Ok(());
+        }
+        // The typed reader reads while no arrow-json batch is being gathered (rows stay in order).
+        if self.spans.is_empty()
+            && let Some(typed) = &mut self.typed
+        {
+            match typed.read(trimmed, line, &mut self.out.bad) {
+                Read::Row => {
+                    if typed.rows() >= self.batch_rows {
+                        self.finish_typed()?;
+                    }
+                    return Ok(());
+                }
+                Read::Bad => return Ok(()),
+                Read::Unsure => self.finish_typed()?,
+            }
         }
         let start = self.pending.len();
         self.pending.extend_from_slice(trimmed);
@@ -75,6 +110,18 @@ impl JsonDecoder {
         self.spans.push((start, self.pending.len() - 1, line));
         if self.spans.len() >= self.batch_rows {
             self.decode_pending()?;
+        }
+        Ok(())
+    }
+
+    /// The typed reader's rows as a batch.
+    fn finish_typed(&mut self) -> Result<()> {
+        if let Some(typed) = &mut self.typed
+            && let Some(batch) = typed
+                .finish()
+                .map_err(|e| Error::unexpected("failed to build decoded records").with_source(e))?
+        {
+            self.out.batches.push(batch);
         }
         Ok(())
     }
@@ -248,6 +295,7 @@ impl StreamDecoder for JsonDecoder {
                 }
             }
         }
+        self.finish_typed()?;
         self.decode_pending()
     }
 

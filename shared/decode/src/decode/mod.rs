@@ -8,6 +8,10 @@
 //!        (line, raw, reason)    schema (row by row)
 //! ```
 //!
+//! JSON records that are plain objects skip the middle: the typed reader (module `typed`) reads
+//! them straight into builders of the target schema and converts as the conformer does;
+//! arrow-json and the conformer take what it is not sure of.
+//!
 //! Decoders are push-based ([`StreamDecoder::push`] any chunk, [`StreamDecoder::finish`] at the
 //! end) so the caller streams an object of any size through a bounded amount of memory: one batch
 //! of records plus one chunk. Parquet needs random access and has its own [`ParquetDecoder`].
@@ -16,6 +20,9 @@ mod convert;
 mod csv;
 mod json;
 mod parquet;
+mod typed;
+#[cfg(test)]
+mod typed_tests;
 
 use std::io::Write;
 

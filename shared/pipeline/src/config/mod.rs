@@ -28,7 +28,9 @@
 //! on-change = "replace"       # replace | append (records mode's default: replace)
 //! targets = ["iceberg"]       # and/or "maxcompute" (section [maxcompute], see `maxcompute`)
 //! # route-field = "kind"      # each record to the table its field names (appends; see
-//!                             # RouteConfig::route_field)
+//!                             # RouteConfig::route_field), or with route-regex to the tables
+//! # route-regex = { "demo.clicks" = "click.*" }   # whose regex matches it (RouteConfig::route_regex)
+//! # write-props = { "write.parquet.compression-codec" = "snappy" }  # over [iceberg] tables.write-props
 //!
 //! [dead-letter]
 //! path = "dead-letter"        # a folder (relative to this file), or s3://bucket/prefix/,
@@ -360,8 +362,10 @@ pub struct RouteConfig {
     /// Every column of a table floe creates is optional, whatever the schema says: `[iceberg]`
     /// `tables.schema-force-optional` (Kafka Connect's name; default false).
     pub force_optional: bool,
-    /// Writer properties: `[iceberg]` `tables.write-props.*` (Kafka Connect's name; see
-    /// [`floe_iceberg::WRITE_PROPS`]), over the `[ingest]` file and row-group sizes.
+    /// Writer properties: the route's own `write-props.*`, over `[iceberg]`
+    /// `tables.write-props.*` (Kafka Connect's name; see [`floe_iceberg::WRITE_PROPS`]), over
+    /// the `[ingest]` file and row-group sizes. The target file size is also what `floe
+    /// maintain` compacts the route's table to.
     pub write_props: floe_iceberg::WriteProps,
     /// `upsert`, `id-columns`, `cdc-field`: rows change by key (upserts, deletes; see
     /// [`floe_iceberg::changes`]). Defaults: `[iceberg]` `tables.upsert-mode-enabled`,
@@ -385,6 +389,38 @@ pub struct RouteConfig {
     /// `iceberg.tables` naming several tables, with no `[[routes]]`): the same fan-out as
     /// `route_field`'s, appends only (default none).
     pub also_tables: Vec<String>,
+    /// `route-regex.<table>` (Kafka Connect's static routing: `iceberg.tables.route-field`
+    /// with `iceberg.table.<table>.route-regex`), with `route-field`: each record goes to every
+    /// table whose regex matches the whole of its field's value (as text). A record that
+    /// matches none goes to `table` when `table` has no regex of its own; when it has one (as
+    /// every table of Kafka Connect's `iceberg.tables` has), the record is set aside as a bad
+    /// record naming the value (the route's `on-error`; Kafka Connect drops it). Appends only
+    /// (default none).
+    pub route_regex: Vec<(String, RouteRegex)>,
+}
+
+/// A `route-regex`: matches the whole value, as Java's `Matcher.matches` does.
+#[derive(Clone, Debug)]
+pub struct RouteRegex {
+    /// As configured.
+    pub text: String,
+    anchored: regex::Regex,
+}
+
+impl RouteRegex {
+    /// Compile `text`; the error says what is wrong with it.
+    pub fn new(text: &str) -> std::result::Result<Self, String> {
+        let anchored = regex::Regex::new(&format!("^(?:{text})$")).map_err(|e| e.to_string())?;
+        Ok(RouteRegex {
+            text: text.to_owned(),
+            anchored,
+        })
+    }
+
+    /// Whether `value` matches as a whole.
+    pub fn matches(&self, value: &str) -> bool {
+        self.anchored.is_match(value)
+    }
 }
 
 impl FloeConfig {
@@ -512,20 +548,31 @@ impl FloeConfig {
         let kc_interval = o.string("control.commit.interval-ms")?;
         let kc_timeout = o.string("control.commit.timeout-ms")?;
         let mut table_ids = HashMap::new();
+        let mut table_partitions = HashMap::new();
+        let mut table_regexes: Vec<(String, String)> = Vec::new();
         let mut branches = CommitBranches::default();
         for (rest, value) in o.prefixed("table")? {
-            // Kafka Connect's per-table options: `iceberg.table.<table>.id-columns` and
-            // `.commit-branch`.
+            // Kafka Connect's per-table options: `iceberg.table.<table>.id-columns`,
+            // `.commit-branch`, `.partition-by` and `.route-regex`.
             if let Some(table) = rest.strip_suffix(".commit-branch") {
                 let branch = branch_name(&format!("iceberg.table.{rest}"), &value)?;
                 branches.tables.insert(table.to_owned(), branch);
                 continue;
             }
+            if let Some(table) = rest.strip_suffix(".partition-by") {
+                let fields = partition_fields(&format!("iceberg.table.{rest}"), &value)?;
+                table_partitions.insert(table.to_owned(), fields);
+                continue;
+            }
+            if let Some(table) = rest.strip_suffix(".route-regex") {
+                table_regexes.push((table.to_owned(), value));
+                continue;
+            }
             let Some(table) = rest.strip_suffix(".id-columns") else {
                 return Err(Error::config(
                     &format!("iceberg.table.{rest}"),
-                    "unsupported per-table option (floe takes id-columns and commit-branch; \
-                     routes take the rest)",
+                    "unsupported per-table option (floe takes id-columns, commit-branch, \
+                     partition-by and route-regex; routes take the rest)",
                 ));
             };
             let columns: Vec<String> = (value.split(','))
@@ -546,6 +593,11 @@ impl FloeConfig {
                 .into_iter()
                 .collect(),
             force_optional: o.bool("tables.schema-force-optional", false)?,
+            partition_by: match o.string("tables.default-partition-by")? {
+                Some(v) => partition_fields("iceberg.tables.default-partition-by", &v)?,
+                None => Vec::new(),
+            },
+            table_partitions,
             write_props: floe_iceberg::WriteProps::parse(
                 &o.prefixed("tables.write-props")?.into_iter().collect(),
                 "iceberg.tables.write-props",
@@ -554,6 +606,8 @@ impl FloeConfig {
         };
         let mut defaults = defaults;
         let dynamic = o.bool("tables.dynamic-enabled", false)?;
+        // Kafka Connect's static routing: the field, matched against each table's route-regex.
+        let mut static_field = None;
         match (dynamic, o.string("tables.route-field")?) {
             (true, Some(f)) => defaults.route_field = Some(f),
             (true, None) => {
@@ -562,14 +616,21 @@ impl FloeConfig {
                     "iceberg.tables.dynamic-enabled = true needs the field naming each record's table",
                 ));
             }
-            (false, Some(_)) => {
-                return Err(Error::config(
-                    "iceberg.tables.route-field",
-                    "floe routes by a record's field only with iceberg.tables.dynamic-enabled = \
-                     true (static routing by route-regex is not supported: use [[routes]])",
-                ));
-            }
+            (false, Some(f)) => static_field = Some(f),
             (false, None) => {}
+        }
+        if let Some((table, _)) = table_regexes.first()
+            && static_field.is_none()
+        {
+            return Err(Error::config(
+                &format!("iceberg.table.{table}.route-regex"),
+                if dynamic {
+                    "with iceberg.tables.dynamic-enabled = true the route field names the table \
+                     itself: route-regex applies to static routing (dynamic-enabled = false)"
+                } else {
+                    "route-regex needs iceberg.tables.route-field (the field it is matched against)"
+                },
+            ));
         }
         if let Some(b) = o.string("tables.default-commit-branch")? {
             branches.default = Some(branch_name("iceberg.tables.default-commit-branch", &b)?);
@@ -663,6 +724,51 @@ impl FloeConfig {
         };
 
         // [[routes]]
+        if let Some(field) = &static_field {
+            if !raw.routes.is_empty() {
+                return Err(Error::config(
+                    "iceberg.tables.route-field",
+                    "static routing by route-regex applies to the tables of iceberg.tables; \
+                     with [[routes]], give a route route-field and route-regex.<table> (or set \
+                     iceberg.tables.dynamic-enabled = true)",
+                ));
+            }
+            if let Some(t) = kc_tables
+                .iter()
+                .find(|t| !table_regexes.iter().any(|(r, _)| r == *t))
+            {
+                return Err(Error::config(
+                    &format!("iceberg.table.{t}.route-regex"),
+                    format!(
+                        "with iceberg.tables.route-field = {field} (static routing) every table of \
+                         iceberg.tables needs its route-regex: without one, {t} would take no record"
+                    ),
+                ));
+            }
+            if let Some((t, _)) = table_regexes.iter().find(|(t, _)| !kc_tables.contains(t)) {
+                return Err(Error::config(
+                    &format!("iceberg.table.{t}.route-regex"),
+                    format!("{t} is not one of iceberg.tables"),
+                ));
+            }
+        }
+        // The route Kafka Connect's `iceberg.tables` make (no [[routes]]): the first table,
+        // with the static routing keys when there are any.
+        let kc_route = |table: &str| {
+            let mut r = load::Section::new();
+            r.insert("name".into(), toml::Value::String("iceberg.tables".into()));
+            r.insert("table".into(), toml::Value::String(table.to_owned()));
+            if let Some(field) = &static_field {
+                r.insert("route-field".into(), toml::Value::String(field.clone()));
+                for (t, regex) in &table_regexes {
+                    r.insert(
+                        format!("route-regex.{t}"),
+                        toml::Value::String(regex.clone()),
+                    );
+                }
+            }
+            r
+        };
         let routes = match (raw.routes.is_empty(), kc_tables.as_slice()) {
             (false, _) => raw
                 .routes
@@ -671,9 +777,7 @@ impl FloeConfig {
                 .map(|(i, r)| route(i, r, base, maxcompute.as_ref(), &defaults))
                 .collect::<Result<Vec<_>>>()?,
             (true, [table]) => {
-                let mut r = load::Section::new();
-                r.insert("name".into(), toml::Value::String("iceberg.tables".into()));
-                r.insert("table".into(), toml::Value::String(table.clone()));
+                let r = kc_route(table);
                 vec![route(0, &r, base, maxcompute.as_ref(), &defaults)?]
             }
             (true, []) => {
@@ -685,16 +789,17 @@ impl FloeConfig {
             (true, [first, rest @ ..]) => {
                 // Every record to every table, as Kafka Connect's static routing without a
                 // route field does.
-                let mut r = load::Section::new();
-                r.insert("name".into(), toml::Value::String("iceberg.tables".into()));
-                r.insert("table".into(), toml::Value::String(first.clone()));
+                let mut r = kc_route(first);
                 r.insert("on-change".into(), toml::Value::String("append".into()));
                 let mut route = route(0, &r, base, maxcompute.as_ref(), &defaults)?;
-                if route.changes.is_some() || route.route_field.is_some() {
+                if route.changes.is_some()
+                    || (route.route_field.is_some() && route.route_regex.is_empty())
+                {
                     return Err(Error::config(
                         "iceberg.tables",
-                        "names several tables, each taking every record: that appends only \
-                         (no upserts, cdc-field or route-field); route objects with [[routes]]",
+                        "names several tables, each taking every record (or those its \
+                         route-regex matches): that appends only (no upserts, cdc-field or \
+                         dynamic routing); route objects with [[routes]]",
                     ));
                 }
                 for t in rest {
@@ -710,21 +815,6 @@ impl FloeConfig {
                 vec![route]
             }
         };
-
-        for (i, r) in routes.iter().enumerate() {
-            let replaces = r.on_change == OnChange::Replace || r.changes.is_some();
-            if replaces && r.targets.iceberg && branches.of(&r.table).is_some() {
-                return Err(Error::config(
-                    &format!("routes[{i}].on-change"),
-                    format!(
-                        "table {} commits to branch {}: floe replaces and upserts rows on main \
-                         only; set on-change = \"append\" (without upserts) for this route",
-                        r.table,
-                        branches.of(&r.table).unwrap_or_default()
-                    ),
-                ));
-            }
-        }
 
         Ok(FloeConfig {
             base_dir: base.to_owned(),
@@ -818,7 +908,7 @@ fn route(
         ));
     }
     let partition_by = o
-        .list("partition-by")?
+        .expressions("partition-by")?
         .iter()
         .map(|p| PartitionField::parse(p).map_err(|e| o.err("partition-by", e.message())))
         .collect::<Result<Vec<_>>>()?;
@@ -842,9 +932,26 @@ fn route(
         Some(t) => t,
         None => maxcompute::default_table(&o, &targets)?,
     };
-    let parts: Vec<&str> = table.split('.').collect();
-    if parts.len() < 2 || parts.iter().any(|p| p.trim().is_empty()) {
+    if !is_qualified(&table) {
         return Err(o.err("table", format!("`{table}` is not `namespace.table`")));
+    }
+    let partition_by = match (
+        partition_by.is_empty(),
+        defaults.table_partitions.get(&table),
+    ) {
+        (false, _) => partition_by,
+        (true, Some(fields)) => fields.clone(),
+        (true, None) => defaults.partition_by.clone(),
+    };
+    let mut route_regex = Vec::new();
+    for (t, text) in o.prefixed("route-regex")? {
+        let key = format!("route-regex.{t}");
+        if !is_qualified(&t) {
+            return Err(o.err(&key, format!("`{t}` is not `namespace.table`")));
+        }
+        let regex = RouteRegex::new(&text)
+            .map_err(|e| o.err(&key, format!("`{text}` is not a regex: {e}")))?;
+        route_regex.push((t.to_lowercase(), regex));
     }
     let r = RouteConfig {
         name: o.string("name")?.unwrap_or_else(|| format!("route{i}")),
@@ -866,7 +973,16 @@ fn route(
         auto_create: o.bool("auto-create", defaults.auto_create)?,
         create_props: defaults.create_props.clone(),
         force_optional: defaults.force_optional,
-        write_props: defaults.write_props.clone(),
+        write_props: {
+            let own = o.prefixed("write-props")?;
+            if own.is_empty() {
+                defaults.write_props.clone()
+            } else {
+                let option = o.full("write-props");
+                floe_iceberg::WriteProps::parse(&own.into_iter().collect(), &option)?
+                    .or(&defaults.write_props)
+            }
+        },
         changes: None,
         on_change: OnChange::Append,
         targets,
@@ -874,7 +990,16 @@ fn route(
             .string("route-field")?
             .or_else(|| defaults.route_field.clone()),
         also_tables: Vec::new(),
+        route_regex,
     };
+    if let Some((t, _)) = r.route_regex.first()
+        && r.route_field.is_none()
+    {
+        return Err(o.err(
+            &format!("route-regex.{t}"),
+            "route-regex needs route-field (the field it is matched against)",
+        ));
+    }
     let on_change = match o.string("on-change")?.as_deref() {
         None => None,
         Some("replace") => Some(OnChange::Replace),
@@ -995,6 +1120,25 @@ struct TableDefaults {
     write_props: floe_iceberg::WriteProps,
     /// `tables.route-field`, when `tables.dynamic-enabled` is true.
     route_field: Option<String>,
+    /// `tables.default-partition-by`.
+    partition_by: Vec<PartitionField>,
+    /// `table.<table>.partition-by`, by table.
+    table_partitions: HashMap<String, Vec<PartitionField>>,
+}
+
+/// Whether `table` is `namespace.table` (namespaces may nest).
+fn is_qualified(table: &str) -> bool {
+    let parts: Vec<&str> = table.split('.').collect();
+    parts.len() >= 2 && parts.iter().all(|p| !p.trim().is_empty())
+}
+
+/// Kafka Connect's partition-by: comma-separated partition expressions (`day(ts)`,
+/// `bucket(id, 16)`), as `option` gives them.
+fn partition_fields(option: &str, value: &str) -> Result<Vec<PartitionField>> {
+    opts::split_expressions(value)
+        .iter()
+        .map(|p| PartitionField::parse(p).map_err(|e| Error::config(option, e.message())))
+        .collect()
 }
 
 #[cfg(test)]
@@ -1098,7 +1242,7 @@ mod tests {
     }
 
     #[test]
-    fn commit_branches_take_the_kafka_connect_names_and_refuse_replacing_routes() {
+    fn commit_branches_take_the_kafka_connect_names() {
         let append = "on-change = \"append\"\n";
         let c = with("tables.default-commit-branch = \"audit\"\n", append).unwrap();
         assert_eq!(c.commit_branches.of("demo.t"), Some("audit"));
@@ -1113,10 +1257,10 @@ mod tests {
         let c = with("table.demo.t.commit-branch = \"wap\"\n", append).unwrap();
         assert_eq!(c.commit_branches.of("demo.t"), Some("wap"));
         assert_eq!(load(MINIMAL).unwrap().commit_branches.of("demo.t"), None);
-        // Replacing (records mode's default) and upserting routes commit to main only.
-        let e = with("tables.default-commit-branch = \"audit\"\n", "").unwrap_err();
-        assert!(e.to_string().contains("routes[0].on-change"), "{e}");
-        assert!(e.to_string().contains("audit"), "{e}");
+        // Replacing (records mode's default) and upserting routes commit to branches too.
+        let c = with("tables.default-commit-branch = \"audit\"\n", "").unwrap();
+        assert_eq!(c.routes[0].on_change, OnChange::Replace);
+        assert_eq!(c.commit_branches.of("demo.t"), Some("audit"));
         let e = with("tables.default-commit-branch = \"a b\"\n", append).unwrap_err();
         assert!(
             e.to_string()
@@ -1168,6 +1312,94 @@ mod tests {
         let e = several("\"tables.cdc-field\" = \"op\"\n\"tables.default-id-columns\" = \"id\"\n")
             .unwrap_err();
         assert!(e.to_string().contains("iceberg.tables"), "{e}");
+    }
+
+    #[test]
+    fn static_routing_takes_route_regex_and_partition_by_takes_the_kafka_connect_names() {
+        // Kafka Connect's properties: iceberg.tables, the route field, a regex per table.
+        let props = "source.folder = bucket\n\
+                     iceberg.catalog.uri = c.db\niceberg.catalog.warehouse = wh\n\
+                     iceberg.tables = ev.list, ev.create\n\
+                     iceberg.tables.route-field = type\n\
+                     iceberg.table.ev.list.route-regex = list|ls\n\
+                     iceberg.table.ev.create.route-regex = create\n\
+                     iceberg.tables.default-partition-by = bucket(id, 16),day(ts)\n\
+                     iceberg.table.ev.create.partition-by = region\n";
+        let c = FloeConfig::from_raw(parse(props, true).unwrap(), Path::new("/cfg")).unwrap();
+        let r = &c.routes[0];
+        assert_eq!(r.table, "ev.list");
+        assert_eq!(r.also_tables, ["ev.create"]);
+        assert_eq!(r.route_field.as_deref(), Some("type"));
+        assert_eq!(r.on_change, OnChange::Append);
+        let regex = |t: &str| &r.route_regex.iter().find(|(n, _)| n == t).unwrap().1;
+        assert!(regex("ev.list").matches("ls"));
+        assert!(
+            !regex("ev.list").matches("lists"),
+            "the whole value must match"
+        );
+        assert!(regex("ev.create").matches("create"));
+        // The route's table takes the default partitioning; the per-table one is for ev.create.
+        let names: Vec<&str> = r.partition_by.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["id_bucket", "ts_day"]);
+        let with_props = |extra: &str| {
+            FloeConfig::from_raw(
+                parse(&format!("{props}{extra}"), true).unwrap(),
+                Path::new("/cfg"),
+            )
+        };
+        let e = with_props("iceberg.table.ev.other.route-regex = x\n").unwrap_err();
+        assert!(
+            e.to_string().contains("iceberg.table.ev.other.route-regex"),
+            "{e}"
+        );
+        let e = with_props("iceberg.table.ev.list.route-regex = (\n").unwrap_err();
+        assert!(e.to_string().contains("route-regex.ev.list"), "{e}");
+        let missing = props.replace("iceberg.table.ev.create.route-regex = create\n", "");
+        let e =
+            FloeConfig::from_raw(parse(&missing, true).unwrap(), Path::new("/cfg")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("iceberg.table.ev.create.route-regex"),
+            "{e}"
+        );
+        // A TOML route: route-field with a regex per table; `table` (no regex) takes the rest.
+        let c = with(
+            "",
+            "route-field = \"kind\"\nroute-regex = { \"demo.a\" = \"a.*\", \"demo.b\" = \"b\" }\n",
+        )
+        .unwrap();
+        let r = &c.routes[0];
+        assert_eq!(r.route_regex.len(), 2);
+        assert_eq!(r.on_change, OnChange::Append);
+        let e = with("", "route-regex.demo.a = \"a\"\n").unwrap_err();
+        assert!(
+            e.to_string().contains("routes[0].route-regex.demo.a"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("route-field"), "{e}");
+        // Static routing by the iceberg section applies to iceberg.tables, not [[routes]].
+        let e = with("tables.route-field = \"kind\"\n", "").unwrap_err();
+        assert!(e.to_string().contains("iceberg.tables.route-field"), "{e}");
+        // Per-table and default partition-by reach a [[routes]] table without its own.
+        let c = with("table.demo.t.partition-by = \"truncate(name, 4)\"\n", "").unwrap();
+        assert_eq!(c.routes[0].partition_by[0].name, "name_trunc");
+        let c = with(
+            "tables.default-partition-by = \"hour(ts)\"\n",
+            "partition-by = \"day(ts), bucket(16, id)\"\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = c.routes[0]
+            .partition_by
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(names, ["ts_day", "id_bucket"], "the route's own wins");
+        let e = with("tables.default-partition-by = \"fortnight(ts)\"\n", "").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("iceberg.tables.default-partition-by"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -124,6 +124,16 @@ impl<'a> Opts<'a> {
         }
     }
 
+    /// A list of expressions that may hold commas themselves (`bucket(16, id), day(ts)`): a
+    /// TOML array of strings, or one string split at the commas outside parentheses.
+    pub fn expressions(&self, key: &str) -> Result<Vec<String>> {
+        match self.raw(key) {
+            Some(v @ Value::String(_)) => Ok(split_expressions(&as_string(v).unwrap_or_default())),
+            Some(_) => self.list(key),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// Every option under `prefix.` as (rest of key, value as string), marking them read.
     pub fn prefixed(&self, prefix: &str) -> Result<Vec<(String, String)>> {
         let dotted = format!("{prefix}.");
@@ -149,5 +159,36 @@ impl<'a> Opts<'a> {
             ));
         }
         Ok(())
+    }
+}
+
+/// `text` split at the commas outside parentheses, each part trimmed, empty parts dropped.
+pub fn split_expressions(text: &str) -> Vec<String> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0usize, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                out.push(text[start..i].trim().to_owned());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(text[start..].trim().to_owned());
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn expressions_split_outside_parentheses() {
+        assert_eq!(
+            super::split_expressions("bucket(16, id), day(ts),region ,"),
+            ["bucket(16, id)", "day(ts)", "region"]
+        );
+        assert!(super::split_expressions(" ").is_empty());
     }
 }

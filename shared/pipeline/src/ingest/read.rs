@@ -25,6 +25,12 @@ pub trait RowSink: Send {
     fn arrow_schema(&self) -> &arrow_schema::SchemaRef;
     /// Take a batch of rows.
     fn write(&mut self, batch: RecordBatch) -> impl Future<Output = Result<()>> + Send;
+    /// Rows of the batches written so far that the sink would not take (a record that
+    /// matches no table of a route's static routing), as bad records for the route's
+    /// `on-error`.
+    fn rejected(&mut self) -> Vec<BadRecord> {
+        Vec::new()
+    }
 }
 
 impl RowSink for TableWriter {
@@ -49,9 +55,12 @@ fn retry(e: Error) -> Error {
 
 /// A bad record under the `fail` policy: the object is rejected whole.
 fn rejected(url: &str, bad: BadRecord) -> Error {
+    let record = match bad.line {
+        Some(line) => format!("record at line {line}"),
+        None => "a record".to_owned(),
+    };
     Error::invalid_input(format!(
-        "{url}: record at line {} rejected under on-error = fail: {}",
-        bad.line.unwrap_or(0),
+        "{url}: {record} rejected under on-error = fail: {}",
         bad.reason
     ))
     .with_retryable(false)
@@ -397,6 +406,11 @@ async fn drain(
             .write(batch)
             .await
             .map_err(|e| retry(e.while_doing("failed to write the table's data files")))?;
+        for bad in writer.rejected() {
+            stats.rows -= 1;
+            stats.bad += 1;
+            on_bad(bad).map_err(|bad| rejected(url, bad))?;
+        }
     }
     Ok(())
 }

@@ -379,6 +379,22 @@ impl Pipeline {
     ) -> Result<std::result::Result<u64, Failed>> {
         let route = self.router.config(route_idx);
         let (changes, batch) = (run.changes, run.batch.clone());
+        // With schema evolution, the fields the object brings: the route's own table (whose
+        // schema records are decoded to) takes them first, then each table the records reach.
+        let mut fields = None;
+        if route.evolve {
+            let evolved = async {
+                let sample = infer_object_schema(store, &changes[idx], route).await?;
+                let slot = (slots.get_mut(fallback))
+                    .ok_or_else(|| Error::unexpected(format!("slot {fallback} missing")))?;
+                self.evolve_to(slot, &sample.fields, route).await?;
+                Ok::<_, Error>(sample.fields)
+            };
+            match evolved.await {
+                Ok(f) => fields = Some(f),
+                Err(e) => return Ok(Err(Failed::new(e, "unreadable object", false))),
+            }
+        }
         let mut sink = super::fanout::Fanout::new(
             self,
             slots,
@@ -387,7 +403,8 @@ impl Pipeline {
             &changes[idx],
             route_idx,
             &batch,
-        )?;
+        )?
+        .evolving(fields);
         self.read_with(run, &mut sink, store, idx, from, route)
             .await
     }
@@ -590,14 +607,24 @@ impl Pipeline {
         route: &crate::config::RouteConfig,
     ) -> Result<()> {
         let sample = infer_object_schema(store, change, route).await?;
-        if missing_fields(&slot.table, &sample.fields).is_empty()
-            && missing_nested_fields(&slot.table, &sample.fields).is_empty()
-            && widened_fields(&slot.table, &sample.fields).is_empty()
+        self.evolve_to(slot, &sample.fields, route).await
+    }
+
+    /// [`Self::evolve`] with the fields an object brings already worked out.
+    pub(super) async fn evolve_to(
+        &self,
+        slot: &mut Slot,
+        fields: &[floe_decode::Field],
+        route: &crate::config::RouteConfig,
+    ) -> Result<()> {
+        if missing_fields(&slot.table, fields).is_empty()
+            && missing_nested_fields(&slot.table, fields).is_empty()
+            && widened_fields(&slot.table, fields).is_empty()
         {
             return Ok(());
         }
         let ident = parse_ident(&slot.table_name).map_err(unreadable)?;
-        let table = evolve_columns(self.catalog_for(route)?, &ident, &sample.fields).await?;
+        let table = evolve_columns(self.catalog_for(route)?, &ident, fields).await?;
         slot.generation += 1;
         let prefix = format!("{}-s{}", slot.prefix, slot.generation);
         let writer = TableWriter::new(&table, &self.writer_options(&prefix, route)).await?;

@@ -74,7 +74,10 @@ impl IcebergTarget {
         // rewritten since would miss the rows.
         let deletes_on = (batches.iter())
             .any(|b| replaced.contains_key(&b.id))
-            .then(|| table.metadata().current_snapshot_id())
+            .then(|| {
+                let branch = self.branch.as_deref().unwrap_or(iceberg::spec::MAIN_BRANCH);
+                floe_iceberg::delta::branch_head(table, branch).map(|s| s.snapshot_id())
+            })
             .flatten();
         let ids: Vec<&str> = batches.iter().map(|b| b.id.as_str()).collect();
         let checkpoint = serde_json::json!({"batches": ids, "rows": rows});
@@ -142,7 +145,8 @@ impl IcebergTarget {
             .map(|(_, f)| f.clone())
             .filter(|f| !known.contains_key(f))
             .collect();
-        known.extend(floe_iceberg::delta::live_data_files(table, &elsewhere).await?);
+        let branch = self.branch.as_deref().unwrap_or(iceberg::spec::MAIN_BRANCH);
+        known.extend(floe_iceberg::delta::live_data_files(table, branch, &elsewhere).await?);
         let mut out: HashMap<String, Vec<DataFile>> = HashMap::new();
         for ((batch, path), positions) in resolution.deletes {
             let Some(file) = known.get(&path) else {

@@ -26,7 +26,7 @@ use floe_checkpoint::StoreExt;
 use floe_core::{Error, Result};
 use floe_iceberg::maintain::{CompactOptions, Moved, compact, expire_updates, rewrite_updates};
 use floe_iceberg::{
-    CHECKPOINT_PROP, COMMIT_ID_PROP, ON_CHANGE_PROP, find_commit, load_table, parse_ident,
+    CHECKPOINT_PROP, COMMIT_ID_PROP, ON_CHANGE_PROP, find_commit_on, load_table, parse_ident,
 };
 use iceberg::spec::MAIN_BRANCH;
 use serde::{Deserialize, Serialize};
@@ -160,13 +160,25 @@ impl Committer<'_> {
             );
             return Ok(report);
         }
+        // The branch floe commits the table's rows to, where its `rows/` records point.
+        let branch = self.branch_of(table);
         if opts.compact {
             let id = uuid::Uuid::now_v7().to_string();
+            // The size the table's route writes its files at.
+            let target_size = (self.config.routes.iter())
+                .find(|r| r.table == table)
+                .and_then(|r| r.write_props.target_file_size_bytes())
+                .map_or(self.config.ingest.target_file_size_bytes, |s| s as u64);
             let rewrite = compact(
                 &loaded,
                 &CompactOptions {
-                    target_file_size_bytes: self.config.ingest.target_file_size_bytes,
+                    target_file_size_bytes: target_size,
                     file_prefix: format!("maint-{id}"),
+                    branch: branch.to_owned(),
+                    tracks_rows: replaces
+                        || (self.config.routes.iter()).any(|r| {
+                            r.table == table && r.on_change == crate::config::OnChange::Replace
+                        }),
                 },
             )
             .await?;
@@ -178,7 +190,8 @@ impl Committer<'_> {
                 let record = MaintRecord {
                     id: id.clone(),
                     table: table.to_owned(),
-                    base: loaded.metadata().current_snapshot_id(),
+                    base: floe_iceberg::delta::branch_head(&loaded, branch)
+                        .map(|s| s.snapshot_id()),
                     moved: rewrite.moved.clone(),
                 };
                 self.checkpoint
@@ -193,7 +206,8 @@ impl Committer<'_> {
                         serde_json::json!({"maintenance": "compaction"}).to_string(),
                     ),
                 ]);
-                let (requirements, updates) = rewrite_updates(&loaded, &rewrite, summary).await?;
+                let (requirements, updates) =
+                    rewrite_updates(&loaded, branch, &rewrite, summary).await?;
                 // Still ours: a committer that took the lease over commits on top of the
                 // snapshot this one replaces, and the requirement then refuses this commit.
                 self.renew_lease(true).await?;
@@ -219,7 +233,7 @@ impl Committer<'_> {
                 .ok_or_else(|| Error::config("--table", format!("table {table} does not exist")))?;
             let cutoff = floe_checkpoint::now_ms() - age.as_millis() as i64;
             if let Some((requirements, updates, ids)) =
-                expire_updates(&loaded, cutoff, opts.keep_snapshots)
+                expire_updates(&loaded, branch, cutoff, opts.keep_snapshots)
             {
                 self.renew_lease(true).await?;
                 self.catalog
@@ -233,7 +247,7 @@ impl Committer<'_> {
             }
         }
         if let Some(age) = opts.remove_orphans_older_than {
-            if self.table_bucket_removes_orphans() {
+            if table_bucket_removes_orphans(&self.config.catalog) {
                 report.skipped.push(
                     "orphan files: the table bucket removes unreferenced files itself \
                      (icebergUnreferencedFileRemoval)"
@@ -270,15 +284,9 @@ impl Committer<'_> {
             && floe_iceberg::s3tables::managed_maintenance(&catalog.props)?)
     }
 
-    /// Whether the tables live in an S3 Tables or OSS Tables bucket, which removes unreferenced
-    /// files itself and cannot be listed: the `s3tables` catalog, or a REST catalog signing as
-    /// `s3tables` or `osstables`.
-    fn table_bucket_removes_orphans(&self) -> bool {
-        let catalog = &self.config.catalog;
-        let signing = catalog.props.get("rest.signing-name").map(String::as_str);
-        catalog.kind == floe_iceberg::CatalogKind::S3Tables
-            || (catalog.kind == floe_iceberg::CatalogKind::Rest
-                && matches!(signing, Some("s3tables" | "osstables")))
+    /// The branch floe commits `table`'s rows to, where its `rows/` records point.
+    fn branch_of(&self, table: &str) -> &str {
+        (self.config.commit_branches.of(table)).unwrap_or(MAIN_BRANCH)
     }
 
     /// Make sure a compaction an earlier maintenance left pending (see [`Compaction::Pending`])
@@ -298,9 +306,9 @@ impl Committer<'_> {
             CHECKPOINT_PROP.to_owned(),
             serde_json::json!({"maintenance": "supersede"}).to_string(),
         )]);
+        let branch = self.branch_of(table);
         let (requirements, updates) =
-            floe_iceberg::delta::snapshot_updates(&loaded, MAIN_BRANCH, Vec::new(), summary)
-                .await?;
+            floe_iceberg::delta::snapshot_updates(&loaded, branch, Vec::new(), summary).await?;
         self.renew_lease(true).await?;
         // Refused: the table moved (the compaction landed, or can no longer).
         let _ = self
@@ -329,9 +337,12 @@ impl Committer<'_> {
             return Ok(None);
         };
         let ident = parse_ident(&record.table)?;
+        let branch = self.branch_of(&record.table);
         let table = load_table(self.catalog.as_ref(), &ident).await?;
-        let landed = (table.as_ref()).is_some_and(|t| find_commit(t, &record.id).is_some());
-        let current = table.and_then(|t| t.metadata().current_snapshot_id());
+        let landed =
+            (table.as_ref()).is_some_and(|t| find_commit_on(t, branch, &record.id).is_some());
+        let current = table
+            .and_then(|t| floe_iceberg::delta::branch_head(&t, branch).map(|s| s.snapshot_id()));
         let found = replace::compaction(landed, record.base, current);
         if found == Compaction::Pending {
             return Ok(Some((found, 0)));
@@ -358,5 +369,82 @@ impl Committer<'_> {
         }
         self.checkpoint.delete_if_version(&key, &version).await?;
         Ok(Some((found, moved)))
+    }
+}
+
+/// Whether `catalog`'s tables live in an S3 Tables or OSS Tables bucket, which removes
+/// unreferenced files itself and cannot be listed: the `s3tables` catalog, or a REST catalog
+/// signing as `s3tables` or `osstables`.
+fn table_bucket_removes_orphans(catalog: &floe_iceberg::CatalogConfig) -> bool {
+    let signing = catalog.props.get("rest.signing-name").map(String::as_str);
+    catalog.kind == floe_iceberg::CatalogKind::S3Tables
+        || (catalog.kind == floe_iceberg::CatalogKind::Rest
+            && matches!(signing, Some("s3tables" | "osstables")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    /// Orphan removal leaves S3 Tables and OSS Tables buckets alone, whichever catalog reaches
+    /// them (the `s3tables` API, or their Iceberg REST endpoints signing as `s3tables` /
+    /// `osstables`), and lists every other catalog's table locations.
+    #[test]
+    fn table_buckets_remove_their_own_orphans() {
+        let catalog = |props: &[(&str, &str)]| {
+            let props: HashMap<String, String> = (props.iter())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            floe_iceberg::CatalogConfig::from_props("floe", props, Path::new("/")).unwrap()
+        };
+        let cases: [(&[(&str, &str)], bool); 6] = [
+            (&[("uri", "c.db"), ("warehouse", "wh")], false),
+            (&[("type", "rest"), ("uri", "http://localhost:8181")], false),
+            (
+                &[
+                    ("type", "rest"),
+                    ("uri", "https://cn-hangzhou.oss-tables.aliyuncs.com/iceberg"),
+                    ("rest.sigv4-enabled", "true"),
+                    ("rest.signing-name", "osstables"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("type", "rest"),
+                    ("uri", "https://s3tables.us-east-1.amazonaws.com/iceberg"),
+                    ("rest.sigv4-enabled", "true"),
+                    ("rest.signing-name", "s3tables"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("type", "rest"),
+                    ("uri", "https://glue.us-east-1.amazonaws.com/iceberg"),
+                    ("rest.sigv4-enabled", "true"),
+                    ("rest.signing-name", "glue"),
+                ],
+                false,
+            ),
+            (
+                &[
+                    ("type", "s3tables"),
+                    (
+                        "warehouse",
+                        "arn:aws:s3tables:us-east-1:123456789012:bucket/b",
+                    ),
+                ],
+                true,
+            ),
+        ];
+        for (props, want) in cases {
+            assert_eq!(
+                super::table_bucket_removes_orphans(&catalog(props)),
+                want,
+                "{props:?}"
+            );
+        }
     }
 }
