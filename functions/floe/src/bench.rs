@@ -412,6 +412,7 @@ pub async fn bench_raw(args: BenchRawArgs) -> Result<ExitCode> {
         floe_decode::decode::Compression::None,
         arrow,
         8192,
+        floe_decode::Names::default(),
     )?;
     let (mut decode, mut encode) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
     let mut chunk = vec![0u8; 1 << 20];

@@ -451,6 +451,71 @@ fn schema_evolution_widens_types_inside_structs_and_lists() {
     assert_eq!(duck["rows"][1]["addr"]["n"], 5_000_000_000i64, "{duck}");
 }
 
+/// `iceberg.tables.schema-case-insensitive` (default true): fields named `ID`, `NAME`, `Addr.CITY`
+/// land in the columns `id`, `name`, `addr.city`, from JSON and CSV alike, and schema evolution
+/// adds no column for them. Set to false, names match byte for byte: evolution adds `Name` as a
+/// column of its own beside `name`. pyiceberg reads both states back.
+#[test]
+fn field_names_find_columns_case_insensitively_unless_the_table_options_say_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = |exact: &str| {
+        write(
+            &root.join("floe.toml"),
+            format!(
+                "[source]\nfolder = \"bucket\"\n[iceberg]\ntables.evolve-schema-enabled = true\n\
+                 {exact}[[routes]]\ntable = \"t.names\"\n"
+            ),
+        )
+    };
+    config("");
+    write(
+        &root.join("bucket/1.ndjson"),
+        "{\"id\": 1, \"name\": \"a\", \"addr\": {\"city\": \"x\"}}\n",
+    );
+    run_passes(root, 1);
+    write(
+        &root.join("bucket/2.ndjson"),
+        "{\"ID\": 2, \"NAME\": \"b\", \"Addr\": {\"CITY\": \"y\"}}\n",
+    );
+    write(&root.join("bucket/3.csv"), "Id,Name\n3,c\n");
+    run_passes(root, 1);
+    let r = root.canonicalize().unwrap();
+    let table = read_local(&r, "t.names");
+    assert_eq!(table["count"], 3, "{table}");
+    let mut columns: Vec<&String> = table["types"].as_object().unwrap().keys().collect();
+    columns.sort();
+    assert_eq!(columns, ["addr", "id", "name"], "{table}");
+    assert_eq!(row_by_id(&table, 2)["name"], "b", "{table}");
+    assert_eq!(row_by_id(&table, 2)["addr"]["city"], "y", "{table}");
+    assert_eq!(row_by_id(&table, 3)["name"], "c", "{table}");
+
+    config("tables.schema-case-insensitive = false\n");
+    write(
+        &root.join("bucket/4.ndjson"),
+        "{\"id\": 4, \"Name\": \"d\"}\n",
+    );
+    run_passes(root, 1);
+    let table = read_local(&r, "t.names");
+    assert_eq!(table["count"], 4, "{table}");
+    let types = table["types"].as_object().unwrap();
+    assert!(
+        types.contains_key("Name") && types.contains_key("name"),
+        "{table}"
+    );
+    let four = row_by_id(&table, 4);
+    assert_eq!(
+        (&four["Name"], &four["name"]),
+        (&serde_json::json!("d"), &serde_json::json!(null)),
+        "{table}"
+    );
+    assert_eq!(
+        row_by_id(&table, 2)["Name"],
+        serde_json::json!(null),
+        "{table}"
+    );
+}
+
 /// Kafka Connect's `iceberg.tables.default-commit-branch`: snapshots go on that branch, made
 /// from main at the first commit, each on top of the branch's last; main stays as it was; a pass
 /// with nothing new commits nothing. pyiceberg reads the branch at its snapshot (DuckDB's

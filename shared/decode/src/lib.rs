@@ -6,7 +6,9 @@
 pub mod cdc;
 pub mod decode;
 pub mod infer;
+pub mod names;
 pub mod partition;
 pub mod types;
 
+pub use names::Names;
 pub use types::{Field, IcebergType, TableSchema};

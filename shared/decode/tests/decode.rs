@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use floe_decode::Names;
 use floe_decode::decode::{
     BadRecord, Compression, CsvOptions, Format, ParquetDecoder, detect, stream_decoder,
 };
@@ -35,7 +36,8 @@ fn run(
     chunk: usize,
     batch_rows: usize,
 ) -> (Vec<Row>, Vec<BadRecord>) {
-    let mut d = stream_decoder(format, compression, target(), batch_rows).unwrap();
+    let mut d =
+        stream_decoder(format, compression, target(), batch_rows, Names::default()).unwrap();
     let mut batches: Vec<RecordBatch> = Vec::new();
     let mut bad = Vec::new();
     for piece in input.chunks(chunk.max(1)) {
@@ -156,7 +158,14 @@ fn gzip_and_zstd_give_the_same_rows() {
 
 #[test]
 fn corrupt_gzip_is_an_object_error() {
-    let mut d = stream_decoder(&Format::Ndjson, Compression::Gzip, target(), 10).unwrap();
+    let mut d = stream_decoder(
+        &Format::Ndjson,
+        Compression::Gzip,
+        target(),
+        10,
+        Names::default(),
+    )
+    .unwrap();
     let err = d
         .push(b"\x1f\x8b\x08\x00garbage-garbage-garbage")
         .and_then(|_| d.finish())
@@ -256,7 +265,8 @@ fn parquet_objects_are_matched_by_name_and_cast() {
     let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None).unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
-    let mut d = ParquetDecoder::new(bytes::Bytes::from(buf), target(), 2).unwrap();
+    let mut d =
+        ParquetDecoder::new(bytes::Bytes::from(buf), target(), 2, Names::default()).unwrap();
     let mut ids = Vec::new();
     let mut bad = Vec::new();
     while let Some(out) = d.next_batch().unwrap() {
@@ -325,7 +335,14 @@ fn large_input_streams_in_bounded_batches() {
             "{{\"id\": {i}, \"name\": \"n{i}\", \"score\": {i}.5}}\n"
         ));
     }
-    let mut d = stream_decoder(&Format::Ndjson, Compression::None, target(), 8192).unwrap();
+    let mut d = stream_decoder(
+        &Format::Ndjson,
+        Compression::None,
+        target(),
+        8192,
+        Names::default(),
+    )
+    .unwrap();
     let mut total = 0;
     for piece in input.as_bytes().chunks(64 * 1024) {
         d.push(piece).unwrap();
@@ -364,7 +381,14 @@ fn a_gzip_bomb_of_one_endless_line_stays_bounded() {
     assert!(bytes.len() < 8 << 20, "{}", bytes.len());
 
     let before = peak_rss();
-    let mut d = stream_decoder(&Format::Ndjson, Compression::Gzip, target(), 1024).unwrap();
+    let mut d = stream_decoder(
+        &Format::Ndjson,
+        Compression::Gzip,
+        target(),
+        1024,
+        Names::default(),
+    )
+    .unwrap();
     let (mut rows, mut bad) = (0, Vec::new());
     for piece in bytes.chunks(64 * 1024) {
         d.push(piece).unwrap();
@@ -393,4 +417,74 @@ fn a_gzip_bomb_of_one_endless_line_stays_bounded() {
             grew >> 20
         );
     }
+}
+
+/// The ids and names of what `names` makes of `input` in `format` (the target's `id` is
+/// required: a record whose id is not found is set aside).
+fn ids_and_names(format: &Format, input: &[u8], names: Names) -> (Vec<Row>, usize) {
+    let mut d = stream_decoder(format, Compression::None, target(), 64, names).unwrap();
+    d.push(input).unwrap();
+    d.finish().unwrap();
+    let out = d.take();
+    let mut rows = Vec::new();
+    for b in &out.batches {
+        let id = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        let name = b.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+        for i in 0..b.num_rows() {
+            let name = name.is_valid(i).then(|| name.value(i).to_owned());
+            rows.push((id.value(i), name, None));
+        }
+    }
+    (rows, out.bad.len())
+}
+
+#[test]
+fn names_that_differ_in_case_find_their_columns_unless_matching_is_exact() {
+    let some = |s: &str| Some(s.to_owned());
+    // The typed reader's records (plain values), one with an exact key beside its case variant,
+    // one the typed reader leaves to arrow-json (a string where a number goes is coerced there).
+    let json = b"{\"ID\": 1, \"Name\": \"a\"}\n{\"id\": 2, \"NAME\": \"b\", \"name\": \"c\"}\n\
+                 {\"Id\": \"3\", \"nAmE\": \"d\"}\n";
+    let (rows, bad) = ids_and_names(&Format::Ndjson, json, Names::CaseInsensitive);
+    assert_eq!(bad, 0);
+    assert_eq!(
+        rows,
+        [
+            (1, some("a"), None),
+            (2, some("c"), None),
+            (3, some("d"), None)
+        ]
+    );
+    let (rows, bad) = ids_and_names(&Format::Ndjson, json, Names::Exact);
+    assert_eq!(rows, [(2, some("c"), None)]);
+    assert_eq!(bad, 2, "no `id`: the required column is missing");
+
+    let csv = Format::Csv(CsvOptions::default());
+    let text = b"ID,NAME\n1,a\n";
+    let (rows, _) = ids_and_names(&csv, text, Names::CaseInsensitive);
+    assert_eq!(rows, [(1, some("a"), None)]);
+    let (rows, bad) = ids_and_names(&csv, text, Names::Exact);
+    assert_eq!((rows.len(), bad), (0, 1));
+
+    let schema = Arc::new(Schema::new(vec![Field::new("ID", DataType::Int64, true)]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int64Array::from(vec![Some(7)]))],
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let read = |names| {
+        let file = bytes::Bytes::from(buf.clone());
+        let mut d = ParquetDecoder::new(file, target(), 8, names).unwrap();
+        let out = d.next_batch().unwrap().unwrap();
+        (
+            out.batches.iter().map(|b| b.num_rows()).sum::<usize>(),
+            out.bad.len(),
+        )
+    };
+    assert_eq!(read(Names::CaseInsensitive), (1, 0));
+    assert_eq!(read(Names::Exact), (0, 1));
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use floe_core::retry::{Retry, RetryPolicy};
 use floe_core::{Error, ErrorKind, Result};
-use floe_decode::TableSchema;
 use floe_decode::partition::PartitionField;
+use floe_decode::{Names, TableSchema};
 use iceberg::spec::{FormatVersion, PrimitiveType, Type};
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
@@ -125,11 +125,12 @@ pub async fn ensure_table(
     }
 }
 
-/// The fields of `wanted` the table's current schema lacks (top level, names compared
-/// case-insensitively).
+/// The fields of `wanted` the table's current schema lacks (top level, names compared as
+/// `names` says).
 pub fn missing_fields<'a>(
     table: &Table,
     wanted: &'a [floe_decode::Field],
+    names: Names,
 ) -> Vec<&'a floe_decode::Field> {
     let schema = table.metadata().current_schema();
     wanted
@@ -139,27 +140,35 @@ pub fn missing_fields<'a>(
                 .as_struct()
                 .fields()
                 .iter()
-                .any(|have| have.name.eq_ignore_ascii_case(&f.name))
+                .any(|have| names.same(&have.name, &f.name))
         })
         .collect()
+}
+
+/// The field of `fields` named `name` (an exact name first, as `names` says).
+fn find<'a>(
+    fields: &'a [floe_decode::Field],
+    name: &str,
+    names: Names,
+) -> Option<&'a floe_decode::Field> {
+    let at = names.position(fields.iter().map(|f| f.name.as_str()), name)?;
+    Some(&fields[at])
 }
 
 /// The fields of `wanted` missing inside the table's struct columns, at any depth (through a
 /// list's element and a map's value too), each with the path of the struct it belongs in, as
 /// iceberg names it (`addr`, `items.element`, `attrs.value.geo`). A struct column the table
-/// lacks altogether is [`missing_fields`]'s. Names are compared case-insensitively.
+/// lacks altogether is [`missing_fields`]'s. Names are compared as `names` says.
 pub fn missing_nested_fields<'a>(
     table: &Table,
     wanted: &'a [floe_decode::Field],
+    names: Names,
 ) -> Vec<(String, &'a floe_decode::Field)> {
     let mut out = Vec::new();
     let schema = table.metadata().current_schema();
     for have in schema.as_struct().fields() {
-        if let Some(f) = wanted
-            .iter()
-            .find(|f| f.name.eq_ignore_ascii_case(&have.name))
-        {
-            nested_missing(&have.field_type, &f.ty, &have.name, &mut out);
+        if let Some(f) = find(wanted, &have.name, names) {
+            nested_missing(&have.field_type, &f.ty, &have.name, names, &mut out);
         }
     }
     out
@@ -169,16 +178,18 @@ fn nested_missing<'a>(
     have: &Type,
     want: &'a floe_decode::IcebergType,
     path: &str,
+    names: Names,
     out: &mut Vec<(String, &'a floe_decode::Field)>,
 ) {
     use floe_decode::IcebergType;
     match (have, want) {
         (Type::Struct(s), IcebergType::Struct(fields)) => {
             for f in fields {
-                match (s.fields().iter()).find(|h| h.name.eq_ignore_ascii_case(&f.name)) {
+                match (s.fields().iter()).find(|h| names.same(&h.name, &f.name)) {
                     None => out.push((path.to_owned(), f)),
                     Some(h) => {
-                        nested_missing(&h.field_type, &f.ty, &format!("{path}.{}", h.name), out)
+                        let path = format!("{path}.{}", h.name);
+                        nested_missing(&h.field_type, &f.ty, &path, names, out)
                     }
                 }
             }
@@ -187,12 +198,14 @@ fn nested_missing<'a>(
             &l.element_field.field_type,
             &e.ty,
             &format!("{path}.element"),
+            names,
             out,
         ),
         (Type::Map(m), IcebergType::Map { value, .. }) => nested_missing(
             &m.value_field.field_type,
             &value.ty,
             &format!("{path}.value"),
+            names,
             out,
         ),
         _ => {}
@@ -250,11 +263,12 @@ pub async fn add_missing_columns(
     catalog: &dyn Catalog,
     ident: &TableIdent,
     fields: &[floe_decode::Field],
+    names: Names,
 ) -> Result<Table> {
     use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
     change_schema(catalog, ident, "add columns to", |table| {
-        let missing = missing_fields(table, fields);
-        let nested = missing_nested_fields(table, fields);
+        let missing = missing_fields(table, fields, names);
+        let nested = missing_nested_fields(table, fields, names);
         if missing.is_empty() && nested.is_empty() {
             return Ok(None);
         }
@@ -291,13 +305,17 @@ pub async fn add_missing_columns(
     .await
 }
 
-/// The table's top-level columns that `fields` (same names, compared case-insensitively)
+/// The table's top-level columns that `fields` (same names, compared as `names` says)
 /// widen as the Iceberg spec allows a type to be promoted: `int` → `long`, `float` → `double`,
 /// `decimal(P,S)` → `decimal(P',S)` with P' > P; at the top level or anywhere inside the
 /// column (a struct's fields, a list's element, a map's value). Each with the column's type
 /// after the change (field ids kept) and the paths of the fields widened, for the log.
-pub fn widened_fields(table: &Table, fields: &[floe_decode::Field]) -> Vec<(String, Type)> {
-    widened_columns(table, fields)
+pub fn widened_fields(
+    table: &Table,
+    fields: &[floe_decode::Field],
+    names: Names,
+) -> Vec<(String, Type)> {
+    widened_columns(table, fields, names)
         .into_iter()
         .map(|(name, ty, _)| (name, ty))
         .collect()
@@ -307,18 +325,16 @@ pub fn widened_fields(table: &Table, fields: &[floe_decode::Field]) -> Vec<(Stri
 fn widened_columns(
     table: &Table,
     fields: &[floe_decode::Field],
+    names: Names,
 ) -> Vec<(String, Type, Vec<String>)> {
     let schema = table.metadata().current_schema();
     let mut out = Vec::new();
     for have in schema.as_struct().fields() {
-        let Some(f) = fields
-            .iter()
-            .find(|f| f.name.eq_ignore_ascii_case(&have.name))
-        else {
+        let Some(f) = find(fields, &have.name, names) else {
             continue;
         };
         let mut paths = Vec::new();
-        if let Some(t) = widened(&have.field_type, &f.ty, &have.name, &mut paths) {
+        if let Some(t) = widened(&have.field_type, &f.ty, &have.name, names, &mut paths) {
             out.push((have.name.clone(), t, paths));
         }
     }
@@ -331,6 +347,7 @@ fn widened(
     have: &Type,
     want: &floe_decode::IcebergType,
     path: &str,
+    names: Names,
     paths: &mut Vec<String>,
 ) -> Option<Type> {
     use floe_decode::IcebergType;
@@ -364,11 +381,10 @@ fn widened(
             let mut changed = false;
             let fields: Vec<Arc<NestedField>> = (s.fields().iter())
                 .map(|h| {
-                    let inner = (wanted.iter())
-                        .find(|f| f.name.eq_ignore_ascii_case(&h.name))
-                        .and_then(|f| {
-                            widened(&h.field_type, &f.ty, &format!("{path}.{}", h.name), paths)
-                        });
+                    let inner = find(wanted, &h.name, names).and_then(|f| {
+                        let path = format!("{path}.{}", h.name);
+                        widened(&h.field_type, &f.ty, &path, names, paths)
+                    });
                     match inner {
                         Some(t) => {
                             changed = true;
@@ -388,6 +404,7 @@ fn widened(
                 &l.element_field.field_type,
                 &e.ty,
                 &format!("{path}.element"),
+                names,
                 paths,
             )?;
             Some(Type::List(ListType {
@@ -402,6 +419,7 @@ fn widened(
                 &m.value_field.field_type,
                 &value.ty,
                 &format!("{path}.value"),
+                names,
                 paths,
             )?;
             Some(Type::Map(MapType {
@@ -424,12 +442,13 @@ pub async fn evolve_columns(
     catalog: &dyn crate::FloeCatalog,
     ident: &TableIdent,
     fields: &[floe_decode::Field],
+    names: Names,
 ) -> Result<Table> {
     use iceberg::spec::{NestedField, Schema};
     use iceberg::{TableRequirement, TableUpdate};
-    add_missing_columns(catalog, ident, fields).await?;
+    add_missing_columns(catalog, ident, fields, names).await?;
     change_schema(catalog, ident, "widen columns of", |table| {
-        let widened = widened_columns(table, fields);
+        let widened = widened_columns(table, fields, names);
         if widened.is_empty() {
             return Ok(None);
         }
@@ -553,21 +572,33 @@ mod tests {
         let Type::Struct(table) = table else {
             unreachable!()
         };
-        let mut out = Vec::new();
-        for have in table.fields() {
-            let f = want.iter().find(|f| f.name == have.name).unwrap();
-            nested_missing(&have.field_type, &f.ty, &have.name, &mut out);
-        }
-        let found: Vec<(String, &str)> = out
-            .iter()
-            .map(|(p, f)| (p.clone(), f.name.as_str()))
-            .collect();
+        let found = |names: Names| {
+            let mut out = Vec::new();
+            for have in table.fields() {
+                let f = want.iter().find(|f| f.name == have.name).unwrap();
+                nested_missing(&have.field_type, &f.ty, &have.name, names, &mut out);
+            }
+            (out.iter())
+                .map(|(p, f)| (p.clone(), f.name.clone()))
+                .collect::<Vec<_>>()
+        };
+        let field = |p: &str, n: &str| (p.to_owned(), n.to_owned());
         assert_eq!(
-            found,
+            found(Names::CaseInsensitive),
             vec![
-                ("addr".to_owned(), "ZIP"),
-                ("items.element".to_owned(), "qty"),
-                ("attrs.value".to_owned(), "note"),
+                field("addr", "ZIP"),
+                field("items.element", "qty"),
+                field("attrs.value", "note"),
+            ]
+        );
+        // Matched byte for byte, `V` is not the field `v`.
+        assert_eq!(
+            found(Names::Exact),
+            vec![
+                field("addr", "ZIP"),
+                field("items.element", "qty"),
+                field("attrs.value", "note"),
+                field("attrs.value", "V"),
             ]
         );
     }

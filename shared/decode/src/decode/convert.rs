@@ -17,6 +17,8 @@ use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use base64::Engine as _;
 use chrono::{NaiveDate, NaiveTime, TimeZone, Utc};
 
+use crate::Names;
+
 /// How one target column is obtained from the decoded batch.
 #[derive(Clone, Debug)]
 enum Source {
@@ -36,6 +38,8 @@ pub struct Conformer {
     sources: Vec<Source>,
     /// Made by [`Conformer::for_typed_source`].
     typed_source: bool,
+    /// How the data's names find the target's columns.
+    names: Names,
 }
 
 /// Whether a type is read as a string and parsed here rather than by the format decoder.
@@ -53,8 +57,9 @@ fn parsed_from_string(t: &DataType) -> bool {
 
 impl Conformer {
     /// For formats that type values themselves (JSON): the decode schema is the target schema
-    /// with every top-level field nullable and the temporal/binary fields read as strings.
-    pub fn for_typed_source(target: SchemaRef) -> Self {
+    /// with every top-level field nullable and the temporal/binary fields read as strings. The
+    /// decoder matches the record's keys by `names` (see [`Conformer::names`]).
+    pub fn for_typed_source(target: SchemaRef, names: Names) -> Self {
         let mut fields = Vec::with_capacity(target.fields().len());
         let mut sources = Vec::with_capacity(target.fields().len());
         for (i, f) in target.fields().iter().enumerate() {
@@ -71,12 +76,13 @@ impl Conformer {
             target,
             sources,
             typed_source: true,
+            names,
         }
     }
 
     /// For formats whose values are all text (CSV): `columns` are the names in the data, each
-    /// read as a nullable string; target columns are found by exact, then case-insensitive name.
-    pub fn for_text_source(target: SchemaRef, columns: &[String]) -> Self {
+    /// read as a nullable string; target columns are found by name, as `names` says.
+    pub fn for_text_source(target: SchemaRef, columns: &[String], names: Names) -> Self {
         let decode = Arc::new(Schema::new(
             columns
                 .iter()
@@ -86,40 +92,32 @@ impl Conformer {
         let sources = target
             .fields()
             .iter()
-            .map(|f| {
-                let pos = columns.iter().position(|c| c == f.name()).or_else(|| {
-                    columns
-                        .iter()
-                        .position(|c| c.eq_ignore_ascii_case(f.name()))
-                });
-                match pos {
+            .map(
+                |f| match names.position(columns.iter().map(String::as_str), f.name()) {
                     Some(i) if f.data_type() == &DataType::Utf8 => Source::Same(i),
                     Some(i) => Source::Parse(i),
                     None => Source::Missing,
-                }
-            })
+                },
+            )
             .collect();
         Conformer {
             target,
             decode,
             sources,
             typed_source: false,
+            names,
         }
     }
 
-    /// For sources with their own schema (Parquet): columns found by name and cast.
-    pub fn for_schema(target: SchemaRef, source: SchemaRef) -> Self {
+    /// For sources with their own schema (Parquet): columns found by name (as `names` says) and
+    /// cast.
+    pub fn for_schema(target: SchemaRef, source: SchemaRef, names: Names) -> Self {
         let sources = target
             .fields()
             .iter()
             .map(|f| {
-                let pos = source.index_of(f.name()).ok().or_else(|| {
-                    source
-                        .fields()
-                        .iter()
-                        .position(|s| s.name().eq_ignore_ascii_case(f.name()))
-                });
-                match pos {
+                let source_names = source.fields().iter().map(|s| s.name().as_str());
+                match names.position(source_names, f.name()) {
                     Some(i) => Source::Same(i),
                     None => Source::Missing,
                 }
@@ -130,7 +128,13 @@ impl Conformer {
             decode: source,
             sources,
             typed_source: false,
+            names,
         }
+    }
+
+    /// How the data's names find the target's columns.
+    pub fn names(&self) -> Names {
+        self.names
     }
 
     /// The schema decoders must produce.
@@ -451,7 +455,11 @@ mod tests {
 
     #[test]
     fn text_columns_convert_and_bad_rows_are_named() {
-        let c = Conformer::for_text_source(target(), &["NAME".into(), "id".into(), "ts".into()]);
+        let c = Conformer::for_text_source(
+            target(),
+            &["NAME".into(), "id".into(), "ts".into()],
+            crate::Names::CaseInsensitive,
+        );
         let input = RecordBatch::try_new(
             c.decode_schema().clone(),
             vec![

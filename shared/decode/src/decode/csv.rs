@@ -40,6 +40,7 @@ impl Default for CsvOptions {
 /// Streaming CSV decoder; see the module doc.
 pub struct CsvDecoder {
     target: arrow_schema::SchemaRef,
+    names: crate::Names,
     conformer: Option<Conformer>,
     reader: Reader,
     delimiter: u8,
@@ -55,8 +56,14 @@ pub struct CsvDecoder {
 }
 
 impl CsvDecoder {
-    /// A decoder for `target`; with `opts.header` false the columns are `target`'s in order.
-    pub fn new(target: arrow_schema::SchemaRef, opts: &CsvOptions, batch_rows: usize) -> Self {
+    /// A decoder for `target`; with `opts.header` false the columns are `target`'s in order,
+    /// otherwise the header's names find `target`'s columns as `names` says.
+    pub fn new(
+        target: arrow_schema::SchemaRef,
+        opts: &CsvOptions,
+        batch_rows: usize,
+        names: crate::Names,
+    ) -> Self {
         let reader = ReaderBuilder::new()
             .delimiter(opts.delimiter)
             .quote(opts.quote)
@@ -65,6 +72,7 @@ impl CsvDecoder {
             .build();
         let mut d = CsvDecoder {
             target: target.clone(),
+            names,
             conformer: None,
             reader,
             delimiter: opts.delimiter,
@@ -87,7 +95,11 @@ impl CsvDecoder {
 
     fn set_columns(&mut self, names: &[String]) {
         self.columns = names.iter().map(|_| StringBuilder::new()).collect();
-        self.conformer = Some(Conformer::for_text_source(self.target.clone(), names));
+        self.conformer = Some(Conformer::for_text_source(
+            self.target.clone(),
+            names,
+            self.names,
+        ));
     }
 
     /// Feed bytes; an empty slice signals the end of input.

@@ -7,12 +7,16 @@
 //! in one go; when that batch fails (a malformed record, a value arrow-json will not put in its
 //! column) it is decoded again record by record, so only the bad records are set aside, with their
 //! line numbers. After the batch the typed reader takes over again.
+//!
+//! With case-insensitive names (the default), a record whose keys name columns only when case is
+//! ignored has them renamed first ([`super::fold`]), and is then read either way.
 
 use arrow_array::RecordBatch;
 use arrow_json::reader::{Decoder, ReaderBuilder};
 use floe_core::{Error, Result};
 
 use super::convert::Conformer;
+use super::fold::CaseFold;
 use super::typed::{Read, TypedReader};
 use super::{BadRecord, Decoded, StreamDecoder, truncate_raw};
 
@@ -36,6 +40,8 @@ pub struct JsonDecoder {
     framing: Framing,
     /// The fast path, when it takes the schema; rows it read wait in its builders.
     typed: Option<TypedReader>,
+    /// Renames keys that are case variants of column names (names matched case-insensitively).
+    fold: Option<CaseFold>,
     /// Whole records waiting to be decoded by arrow-json.
     pending: Vec<u8>,
     /// `(start, end, line)` of each record in `pending`.
@@ -57,10 +63,16 @@ impl JsonDecoder {
         let batch_rows = batch_rows.max(1);
         let typed = conformer
             .is_typed_source()
-            .then(|| TypedReader::new(conformer.target_schema().clone(), batch_rows))
+            .then(|| {
+                let target = conformer.target_schema().clone();
+                TypedReader::new(target, batch_rows, conformer.names())
+            })
             .flatten();
+        let fold = (conformer.names() == crate::Names::CaseInsensitive)
+            .then(|| CaseFold::new(conformer.target_schema().fields().clone()));
         Ok(JsonDecoder {
             typed,
+            fold,
             conformer,
             decoder,
             batch_rows,
@@ -90,10 +102,19 @@ impl JsonDecoder {
             return Ok(());
         }
         // The typed reader reads while no arrow-json batch is being gathered (rows stay in order).
+        // A record it is unsure of may only need its keys renamed: it then reads the renamed one.
+        let mut folded = None;
         if self.spans.is_empty()
             && let Some(typed) = &mut self.typed
         {
-            match typed.read(trimmed, line, &mut self.out.bad) {
+            let mut read = typed.read(trimmed, line, &mut self.out.bad);
+            if read == Read::Unsure {
+                folded = self.fold.as_ref().and_then(|f| f.apply(trimmed));
+                if let Some(renamed) = &folded {
+                    read = typed.read(renamed, line, &mut self.out.bad);
+                }
+            }
+            match read {
                 Read::Row => {
                     if typed.rows() >= self.batch_rows {
                         self.finish_typed()?;
@@ -103,9 +124,12 @@ impl JsonDecoder {
                 Read::Bad => return Ok(()),
                 Read::Unsure => self.finish_typed()?,
             }
+        } else if let Some(fold) = &self.fold {
+            folded = fold.apply(trimmed);
         }
+        let record = folded.as_deref().unwrap_or(trimmed);
         let start = self.pending.len();
-        self.pending.extend_from_slice(trimmed);
+        self.pending.extend_from_slice(record);
         self.pending.push(b'\n');
         self.spans.push((start, self.pending.len() - 1, line));
         if self.spans.len() >= self.batch_rows {

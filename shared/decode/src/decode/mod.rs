@@ -18,6 +18,7 @@
 
 mod convert;
 mod csv;
+mod fold;
 mod json;
 mod parquet;
 mod typed;
@@ -189,25 +190,26 @@ pub fn detect(
 }
 
 /// A streaming decoder for `format` (not Parquet) behind `compression`, producing batches of at
-/// most `batch_rows` rows of `target`.
+/// most `batch_rows` rows of `target`, the data's names matched to its columns by `names`.
 pub fn stream_decoder(
     format: &Format,
     compression: Compression,
     target: SchemaRef,
     batch_rows: usize,
+    names: crate::Names,
 ) -> Result<Box<dyn StreamDecoder>> {
     let inner: Box<dyn StreamDecoder> = match format {
         Format::Ndjson => Box::new(JsonDecoder::new(
-            Conformer::for_typed_source(target),
+            Conformer::for_typed_source(target, names),
             Framing::Lines,
             batch_rows,
         )?),
         Format::Json => Box::new(JsonDecoder::new(
-            Conformer::for_typed_source(target),
+            Conformer::for_typed_source(target, names),
             Framing::Documents,
             batch_rows,
         )?),
-        Format::Csv(opts) => Box::new(CsvDecoder::new(target, opts, batch_rows)),
+        Format::Csv(opts) => Box::new(CsvDecoder::new(target, opts, batch_rows, names)),
         Format::Parquet => {
             return Err(Error::unexpected(
                 "parquet objects are read with ParquetDecoder, not streamed",

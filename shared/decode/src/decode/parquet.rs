@@ -18,11 +18,13 @@ pub struct ParquetDecoder {
 }
 
 impl ParquetDecoder {
-    /// Open `file` (a `std::fs::File` or `bytes::Bytes`) for the conformer's target schema.
+    /// Open `file` (a `std::fs::File` or `bytes::Bytes`) for `target`, its columns found by
+    /// `names`.
     pub fn new<R: ChunkReader + 'static>(
         file: R,
         target: arrow_schema::SchemaRef,
         batch_rows: usize,
+        names: crate::Names,
     ) -> Result<Self> {
         let builder = ParquetRecordBatchReaderBuilder::try_new(file)
             .map_err(|e| Error::invalid_input("not a readable parquet file").with_source(e))?;
@@ -33,7 +35,7 @@ impl ParquetDecoder {
             .map_err(|e| Error::invalid_input("failed to read parquet file").with_source(e))?;
         Ok(ParquetDecoder {
             reader,
-            conformer: Conformer::for_schema(target, source),
+            conformer: Conformer::for_schema(target, source, names),
             rows_seen: 0,
         })
     }

@@ -23,6 +23,7 @@ use arrow_schema::{ArrowError, DataType, SchemaRef, TimeUnit};
 
 use super::convert::{cannot_read, parse_date, parse_timestamp_nanos, required_missing};
 use super::{BadRecord, truncate_raw};
+use crate::Names;
 
 /// What became of one record.
 #[derive(Debug, PartialEq, Eq)]
@@ -146,6 +147,9 @@ pub(super) struct TypedReader {
     columns: Vec<Column>,
     /// Column by name, for wide schemas (narrow ones are searched in order).
     index: Option<HashMap<Box<[u8]>, usize>>,
+    /// How keys find columns: case-insensitively, a key that is a case variant of a column's
+    /// name makes the record one this reader is unsure of (the decoder renames its keys).
+    names: Names,
     slots: Vec<Slot>,
     scratch: String,
     rows: usize,
@@ -158,7 +162,7 @@ const LINEAR_LOOKUP: usize = 16;
 impl TypedReader {
     /// A reader of `target`'s batches of about `rows` rows; `None` when a column has a type this
     /// reader does not take (structs, lists, decimals, binary...).
-    pub(super) fn new(target: SchemaRef, rows: usize) -> Option<TypedReader> {
+    pub(super) fn new(target: SchemaRef, rows: usize, names: Names) -> Option<TypedReader> {
         let mut columns = Vec::with_capacity(target.fields().len());
         for f in target.fields() {
             let kind = Kind::of(f.data_type())?;
@@ -182,6 +186,7 @@ impl TypedReader {
             target,
             columns,
             index,
+            names,
             scratch: String::new(),
             rows: 0,
             capacity: rows,
@@ -251,6 +256,13 @@ impl TypedReader {
         }
     }
 
+    /// Whether `key`, which names no column, names one when case is ignored (and names are
+    /// matched so).
+    fn is_case_variant(&self, key: &[u8]) -> bool {
+        self.names == Names::CaseInsensitive
+            && (self.columns.iter()).any(|c| c.name.eq_ignore_ascii_case(key))
+    }
+
     /// Read the record's fields into the slots; `None`: unsure.
     fn parse(&mut self, text: &str) -> Option<()> {
         let b = text.as_bytes();
@@ -281,6 +293,7 @@ impl TypedReader {
                         guess = c + 1;
                         self.value(text, i, c)?
                     }
+                    None if self.is_case_variant(key) => return None,
                     None => skip_value(b, i)?,
                 };
                 i = ws(b, i);
@@ -530,7 +543,7 @@ fn parse_i64(s: &str) -> Option<i64> {
 }
 
 /// Skip JSON whitespace from `i`.
-fn ws(b: &[u8], mut i: usize) -> usize {
+pub(super) fn ws(b: &[u8], mut i: usize) -> usize {
     while let Some(b' ' | b'\n' | b'\r' | b'\t') = b.get(i) {
         i += 1;
     }
@@ -540,7 +553,7 @@ fn ws(b: &[u8], mut i: usize) -> usize {
 /// The string whose text starts at `i` (after its opening quote): the index of its closing
 /// quote, and whether it has escapes. `None` when it does not end or an escape is not one
 /// arrow-json reads the same way.
-fn scan_string(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
+pub(super) fn scan_string(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
     let mut escaped = false;
     loop {
         i += memchr::memchr2(b'"', b'\\', &b[i..])?;
@@ -659,7 +672,7 @@ fn scan_number(b: &[u8], start: usize) -> Option<(usize, bool)> {
 }
 
 /// Skip the JSON value at `i` (any value, checked to be well-formed); returns its end.
-fn skip_value(b: &[u8], mut i: usize) -> Option<usize> {
+pub(super) fn skip_value(b: &[u8], mut i: usize) -> Option<usize> {
     // Open containers, innermost in the low bit: 1 an object, 0 an array.
     let (mut stack, mut depth) = (0u64, 0u32);
     loop {

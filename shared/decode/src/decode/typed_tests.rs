@@ -39,8 +39,12 @@ fn decode(
     batch_rows: usize,
     typed: bool,
 ) -> (RecordBatch, Vec<BadRecord>) {
-    let mut d =
-        JsonDecoder::new(Conformer::for_typed_source(schema()), framing, batch_rows).unwrap();
+    let mut d = JsonDecoder::new(
+        Conformer::for_typed_source(schema(), crate::Names::CaseInsensitive),
+        framing,
+        batch_rows,
+    )
+    .unwrap();
     if !typed {
         d = d.arrow_only();
     }
@@ -238,7 +242,8 @@ fn plain_records_take_the_typed_path_and_agree() {
     }
     // The typed reader takes these records itself (so the comparison below is not of arrow-json
     // with itself).
-    let mut typed = super::typed::TypedReader::new(schema(), 10).unwrap();
+    let mut typed =
+        super::typed::TypedReader::new(schema(), 10, crate::Names::CaseInsensitive).unwrap();
     let mut bad = Vec::new();
     for line in input.lines() {
         assert_eq!(

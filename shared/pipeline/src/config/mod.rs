@@ -362,6 +362,14 @@ pub struct RouteConfig {
     /// Every column of a table floe creates is optional, whatever the schema says: `[iceberg]`
     /// `tables.schema-force-optional` (Kafka Connect's name; default false).
     pub force_optional: bool,
+    /// `schema.case-insensitive`: whether the data's field names find the table's columns when
+    /// they differ only in case (`ID` lands in `id`; an exact name wins), in every format and at
+    /// every level, and schema evolution sees no new column in such a field. Off, names match
+    /// byte for byte and `ID` is a field of its own (a new column under schema evolution,
+    /// otherwise ignored). Default: `[iceberg]` `tables.schema-case-insensitive` (Kafka
+    /// Connect's name), itself default **true**: floe matches names as the OSS CDC connector
+    /// does, where Kafka Connect's default is false.
+    pub names: floe_decode::Names,
     /// Writer properties: the route's own `write-props.*`, over `[iceberg]`
     /// `tables.write-props.*` (Kafka Connect's name; see [`floe_iceberg::WRITE_PROPS`]), over
     /// the `[ingest]` file and row-group sizes. The target file size is also what `floe
@@ -593,6 +601,7 @@ impl FloeConfig {
                 .into_iter()
                 .collect(),
             force_optional: o.bool("tables.schema-force-optional", false)?,
+            case_insensitive: o.bool("tables.schema-case-insensitive", true)?,
             partition_by: match o.string("tables.default-partition-by")? {
                 Some(v) => partition_fields("iceberg.tables.default-partition-by", &v)?,
                 None => Vec::new(),
@@ -973,6 +982,9 @@ fn route(
         auto_create: o.bool("auto-create", defaults.auto_create)?,
         create_props: defaults.create_props.clone(),
         force_optional: defaults.force_optional,
+        names: floe_decode::Names::from_case_insensitive(
+            o.bool("schema.case-insensitive", defaults.case_insensitive)?,
+        ),
         write_props: {
             let own = o.prefixed("write-props")?;
             if own.is_empty() {
@@ -1116,6 +1128,8 @@ struct TableDefaults {
     create_props: HashMap<String, String>,
     /// `tables.schema-force-optional` (false).
     force_optional: bool,
+    /// `tables.schema-case-insensitive` (true).
+    case_insensitive: bool,
     /// `tables.write-props.*`.
     write_props: floe_iceberg::WriteProps,
     /// `tables.route-field`, when `tables.dynamic-enabled` is true.
@@ -1150,6 +1164,34 @@ mod tests {
     }
 
     const MINIMAL: &str = "[source]\nfolder = \"bucket\"\n[iceberg]\ncatalog.uri = \"c.db\"\ncatalog.warehouse = \"wh\"\n[[routes]]\ntable = \"demo.t\"\n";
+
+    #[test]
+    fn names_match_case_insensitively_unless_the_tables_or_the_route_say_exact() {
+        use floe_decode::Names;
+        let names = |iceberg: &str, route: &str| {
+            let text = MINIMAL
+                .replace("[iceberg]\n", &format!("[iceberg]\n{iceberg}"))
+                .replace(
+                    "table = \"demo.t\"\n",
+                    &format!("table = \"demo.t\"\n{route}"),
+                );
+            load(&text).unwrap().routes[0].names
+        };
+        assert_eq!(names("", ""), Names::CaseInsensitive);
+        let exact = "tables.schema-case-insensitive = false\n";
+        assert_eq!(names(exact, ""), Names::Exact);
+        assert_eq!(
+            names(exact, "schema.case-insensitive = true\n"),
+            Names::CaseInsensitive
+        );
+        assert_eq!(names("", "schema.case-insensitive = false\n"), Names::Exact);
+        let e = load(&MINIMAL.replace(
+            "[iceberg]\n",
+            "[iceberg]\ntables.schema-case-insensitive = \"maybe\"\n",
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("schema-case-insensitive"), "{e}");
+    }
 
     #[test]
     fn on_change_replaces_in_records_mode_appends_elsewhere_and_refuses_what_cannot_be() {

@@ -280,15 +280,16 @@ pub async fn read_records(
         let schema = writer.arrow_schema().clone();
         if format == Format::Parquet {
             let file = parquet_file(store, &change.key, got).await?;
-            let mut dec = ParquetDecoder::new(file, schema, batch_rows).map_err(unreadable)?;
+            let mut dec =
+                ParquetDecoder::new(file, schema, batch_rows, route.names).map_err(unreadable)?;
             stats.bytes = change.size.unwrap_or(0);
             while let Some(out) = dec.next_batch().map_err(unreadable)? {
                 drain(out, writer, on_bad, &mut stats, &url).await?;
             }
             return Ok(stats);
         }
-        let mut dec =
-            stream_decoder(&format, compression, schema, batch_rows).map_err(unreadable)?;
+        let mut dec = stream_decoder(&format, compression, schema, batch_rows, route.names)
+            .map_err(unreadable)?;
         if read_ahead && got.meta.size <= DECODE_INLINE_BYTES {
             // Small and in memory already: a task and a channel would cost more than the
             // decoding they would overlap.

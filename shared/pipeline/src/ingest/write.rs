@@ -617,14 +617,15 @@ impl Pipeline {
         fields: &[floe_decode::Field],
         route: &crate::config::RouteConfig,
     ) -> Result<()> {
-        if missing_fields(&slot.table, fields).is_empty()
-            && missing_nested_fields(&slot.table, fields).is_empty()
-            && widened_fields(&slot.table, fields).is_empty()
+        let names = route.names;
+        if missing_fields(&slot.table, fields, names).is_empty()
+            && missing_nested_fields(&slot.table, fields, names).is_empty()
+            && widened_fields(&slot.table, fields, names).is_empty()
         {
             return Ok(());
         }
         let ident = parse_ident(&slot.table_name).map_err(unreadable)?;
-        let table = evolve_columns(self.catalog_for(route)?, &ident, fields).await?;
+        let table = evolve_columns(self.catalog_for(route)?, &ident, fields, names).await?;
         slot.generation += 1;
         let prefix = format!("{}-s{}", slot.prefix, slot.generation);
         let writer = TableWriter::new(&table, &self.writer_options(&prefix, route)).await?;

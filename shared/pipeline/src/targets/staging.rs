@@ -689,8 +689,8 @@ mod tests {
             [field("x", IcebergType::Long)],
             [field("y", IcebergType::String)],
         );
-        let x = add_missing_columns(&one, &ident, &fx);
-        let y = add_missing_columns(&two, &ident, &fy);
+        let x = add_missing_columns(&one, &ident, &fx, floe_decode::Names::default());
+        let y = add_missing_columns(&two, &ident, &fy, floe_decode::Names::default());
         let (x, y) = tokio::join!(x, y);
         x.unwrap();
         y.unwrap();
