@@ -337,4 +337,100 @@ mod tests {
         let e = store_config(Provider::Oss, "wh", &props(&[])).unwrap_err();
         assert!(e.to_string().contains("s3.endpoint"), "{e}");
     }
+
+    /// A table on `s3://` (s3s-fs): its location is listed and its orphans deleted through the
+    /// object store its FileIO properties describe; what the metadata reaches, what a live batch
+    /// names and what is younger than the age stay.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn orphans_of_a_table_in_a_bucket_are_listed_and_removed_there() {
+        use floe_testbed::servers::S3sFs;
+        use iceberg::spec::{
+            NestedField, PrimitiveType, Schema, SortOrder, TableMetadataBuilder, Type,
+            UnboundPartitionSpec,
+        };
+        let s3 = S3sFs::start().await.expect("start s3s-fs");
+        s3.create_bucket("lake").unwrap();
+        let file_props = props(&[
+            ("s3.endpoint", &s3.endpoint()),
+            ("s3.region", S3sFs::REGION),
+            ("s3.path-style-access", "true"),
+            ("s3.access-key-id", S3sFs::ACCESS_KEY_ID),
+            ("s3.secret-access-key", S3sFs::SECRET_ACCESS_KEY),
+        ]);
+        let location = "s3://lake/wh/t";
+        let io = floe_iceberg::rest::table_file_io(location, &file_props).unwrap();
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+            ])
+            .build()
+            .unwrap();
+        let metadata = TableMetadataBuilder::new(
+            schema,
+            UnboundPartitionSpec::builder().build(),
+            SortOrder::unsorted_order(),
+            location.to_owned(),
+            iceberg::spec::FormatVersion::V2,
+            HashMap::new(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+        let current = format!("{location}/metadata/00001-a.metadata.json");
+        let table = Table::builder()
+            .metadata(metadata)
+            .metadata_location(current.clone())
+            .identifier(iceberg::TableIdent::from_strs(["ns", "t"]).unwrap())
+            .file_io(io.clone())
+            .runtime(iceberg::Runtime::try_current().unwrap())
+            .build()
+            .unwrap();
+        let path = |name: &str| format!("{location}/{name}");
+        let names = [
+            "metadata/00001-a.metadata.json",
+            "data/abandoned.parquet",
+            "data/staged.parquet",
+            "data/young.parquet",
+            "metadata/00000-expired.metadata.json",
+        ];
+        for name in names {
+            let out = io.new_output(path(name)).unwrap();
+            out.write(bytes::Bytes::from_static(b"x")).await.unwrap();
+        }
+        // Two days old on s3s-fs's disk, but for the young file.
+        let two_days = std::time::Duration::from_secs(48 * 3600);
+        for name in names.iter().filter(|n| !n.contains("young")) {
+            let file = std::fs::File::options()
+                .write(true)
+                .open(s3.root().join("lake/wh/t").join(name))
+                .unwrap();
+            file.set_modified(std::time::SystemTime::now() - two_days)
+                .unwrap();
+        }
+        let protected = BTreeSet::from([path("data/staged.parquet")]);
+        let day_ago = chrono::Utc::now().timestamp_millis() - 24 * 3600 * 1000;
+        let report = remove_orphans(&table, &protected, day_ago, &Default::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            (report.listed, report.removed, report.protected),
+            (5, 2, 1),
+            "{report:?}"
+        );
+        let mut left = Vec::new();
+        for name in names {
+            if io.exists(path(name)).await.unwrap() {
+                left.push(name);
+            }
+        }
+        assert_eq!(
+            left,
+            [
+                "metadata/00001-a.metadata.json",
+                "data/staged.parquet",
+                "data/young.parquet"
+            ]
+        );
+    }
 }
