@@ -452,8 +452,8 @@ fn schema_evolution_widens_types_inside_structs_and_lists() {
 }
 
 /// `iceberg.tables.schema-case-insensitive` (default true): fields named `ID`, `NAME`, `Addr.CITY`
-/// land in the columns `id`, `name`, `addr.city`, from JSON and CSV alike, and schema evolution
-/// adds no column for them. Set to false, names match byte for byte: evolution adds `Name` as a
+/// land in the columns `id`, `name`, `addr.city`, from JSON and CSV alike; a table created from
+/// records spelling a field two ways has one column for it, and schema evolution adds none. Set to false, names match byte for byte: evolution adds `Name` as a
 /// column of its own beside `name`. pyiceberg reads both states back.
 #[test]
 fn field_names_find_columns_case_insensitively_unless_the_table_options_say_exact() {
@@ -471,7 +471,8 @@ fn field_names_find_columns_case_insensitively_unless_the_table_options_say_exac
     config("");
     write(
         &root.join("bucket/1.ndjson"),
-        "{\"id\": 1, \"name\": \"a\", \"addr\": {\"city\": \"x\"}}\n",
+        "{\"id\": 1, \"name\": \"a\", \"addr\": {\"city\": \"x\"}}\n\
+         {\"ID\": 5, \"Name\": \"e\"}\n",
     );
     run_passes(root, 1);
     write(
@@ -482,13 +483,14 @@ fn field_names_find_columns_case_insensitively_unless_the_table_options_say_exac
     run_passes(root, 1);
     let r = root.canonicalize().unwrap();
     let table = read_local(&r, "t.names");
-    assert_eq!(table["count"], 3, "{table}");
+    assert_eq!(table["count"], 4, "{table}");
     let mut columns: Vec<&String> = table["types"].as_object().unwrap().keys().collect();
     columns.sort();
     assert_eq!(columns, ["addr", "id", "name"], "{table}");
     assert_eq!(row_by_id(&table, 2)["name"], "b", "{table}");
     assert_eq!(row_by_id(&table, 2)["addr"]["city"], "y", "{table}");
     assert_eq!(row_by_id(&table, 3)["name"], "c", "{table}");
+    assert_eq!(row_by_id(&table, 5)["name"], "e", "{table}");
 
     config("tables.schema-case-insensitive = false\n");
     write(
@@ -497,7 +499,7 @@ fn field_names_find_columns_case_insensitively_unless_the_table_options_say_exac
     );
     run_passes(root, 1);
     let table = read_local(&r, "t.names");
-    assert_eq!(table["count"], 4, "{table}");
+    assert_eq!(table["count"], 5, "{table}");
     let types = table["types"].as_object().unwrap();
     assert!(
         types.contains_key("Name") && types.contains_key("name"),

@@ -62,6 +62,24 @@ pub enum IcebergType {
     },
 }
 
+/// [`TableSchema::fold_case_variants`] on one struct's fields.
+fn fold_fields(fields: &mut Vec<Field>) {
+    let mut seen = std::collections::HashSet::new();
+    fields.retain(|f| seen.insert(f.name.to_ascii_lowercase()));
+    for f in fields {
+        fold_type(&mut f.ty);
+    }
+}
+
+fn fold_type(ty: &mut IcebergType) {
+    match ty {
+        IcebergType::Struct(fields) => fold_fields(fields),
+        IcebergType::List(element) => fold_type(&mut element.ty),
+        IcebergType::Map { value, .. } => fold_type(&mut value.ty),
+        _ => {}
+    }
+}
+
 /// A named field of a struct or table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
@@ -170,6 +188,14 @@ impl TableSchema {
         }
         schema.validate()?;
         Ok(schema)
+    }
+
+    /// Drop each field whose name differs only in ASCII case from an earlier field's, at the top
+    /// level and inside structs (through list elements and map values): what case-insensitive
+    /// name matching ([`crate::Names::CaseInsensitive`]) reads as one column. The first name seen
+    /// stays.
+    pub fn fold_case_variants(&mut self) {
+        fold_fields(&mut self.fields);
     }
 
     /// Check names are unique and identifier fields exist and are required primitives.
@@ -547,6 +573,51 @@ fn struct_json(fields: &[Field]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn case_variants_fold_into_the_first_name_at_every_depth() {
+        let text = r#"{"fields":[{"name":"id","type":"long"},{"name":"ID","type":"string"},
+            {"name":"a","type":{"type":"struct","fields":[{"name":"X","type":"int"},{"name":"x","type":"int"}]}},
+            {"name":"l","type":{"type":"list","element":{"type":"struct","fields":[{"name":"q","type":"int"},{"name":"Q","type":"int"}]}}}]}"#;
+        let err = TableSchema::from_json(text).unwrap_err();
+        assert!(err.to_string().contains("`ID` twice"), "{err}");
+        let mut schema = TableSchema::new(vec![
+            Field::optional("id", IcebergType::Long),
+            Field::optional("ID", IcebergType::String),
+            Field::optional(
+                "a",
+                IcebergType::Struct(vec![
+                    Field::optional("X", IcebergType::Int),
+                    Field::optional("x", IcebergType::Int),
+                ]),
+            ),
+            Field::optional(
+                "l",
+                IcebergType::List(Box::new(Field::optional(
+                    "element",
+                    IcebergType::Struct(vec![
+                        Field::optional("q", IcebergType::Int),
+                        Field::optional("Q", IcebergType::Int),
+                    ]),
+                ))),
+            ),
+        ]);
+        schema.fold_case_variants();
+        let names = |fields: &[Field]| fields.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&schema.fields), ["id", "a", "l"]);
+        assert_eq!(schema.fields[0].ty, IcebergType::Long);
+        let IcebergType::Struct(a) = &schema.fields[1].ty else {
+            panic!()
+        };
+        assert_eq!(names(a), ["X"]);
+        let IcebergType::List(e) = &schema.fields[2].ty else {
+            panic!()
+        };
+        let IcebergType::Struct(l) = &e.ty else {
+            panic!()
+        };
+        assert_eq!(names(l), ["q"]);
+    }
 
     #[test]
     fn parses_the_seed_schema_json() {

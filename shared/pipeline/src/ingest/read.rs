@@ -476,6 +476,9 @@ pub async fn infer_object_schema(
         for f in &mut schema.fields {
             f.required = false;
         }
+        if route.names == floe_decode::Names::CaseInsensitive {
+            schema.fold_case_variants();
+        }
         return Ok(schema);
     }
     // Sample the first MiB (decompressed).
@@ -506,8 +509,15 @@ pub async fn infer_object_schema(
             }
         },
     };
-    infer_schema(&format, &sample, complete, route.infer_max_records)
-        .map_err(|e| unreadable(e.while_doing(format!("cannot create table from {}", change.key))))
+    let mut schema =
+        infer_schema(&format, &sample, complete, route.infer_max_records).map_err(|e| {
+            unreadable(e.while_doing(format!("cannot create table from {}", change.key)))
+        })?;
+    if route.names == floe_decode::Names::CaseInsensitive {
+        // `ID` in one record and `id` in another are one column, as decoding reads them.
+        schema.fold_case_variants();
+    }
+    Ok(schema)
 }
 
 fn read_some(mut r: impl Read, limit: usize, complete: &mut bool) -> Vec<u8> {
