@@ -118,28 +118,40 @@ impl PipelineBuilder {
     /// catalog); no request is made to the targets.
     pub async fn build(self) -> Result<Pipeline> {
         let config = self.config;
-        let checkpoint: Arc<dyn CheckpointStore> = match (self.checkpoint, &config.checkpoint) {
-            (Some(c), _) => c,
-            (None, CheckpointConfig::Sqlite { path }) => Arc::new(SqliteStore::open(path).await?),
-            (
-                None,
-                CheckpointConfig::ObjectStore {
-                    provider,
-                    bucket,
-                    prefix,
-                    store,
+        let checkpoint = async {
+            Ok::<Arc<dyn CheckpointStore>, floe_core::Error>(
+                match (self.checkpoint, &config.checkpoint) {
+                    (Some(c), _) => c,
+                    (None, CheckpointConfig::Sqlite { path }) => {
+                        Arc::new(SqliteStore::open(path).await?)
+                    }
+                    (
+                        None,
+                        CheckpointConfig::ObjectStore {
+                            provider,
+                            bucket,
+                            prefix,
+                            store,
+                        },
+                    ) => open_object_store_checkpoint(*provider, bucket, prefix, store).await?,
                 },
-            ) => open_object_store_checkpoint(*provider, bucket, prefix, store).await?,
+            )
         };
+        let catalog = async {
+            Ok::<Arc<dyn FloeCatalog>, floe_core::Error>(match self.catalog {
+                Some(c) => c,
+                None if !config.opens_iceberg_catalog() => {
+                    Arc::new(crate::targets::staging::NoIcebergCatalog)
+                }
+                None => floe_iceberg::open_catalog(&config.catalog).await?,
+            })
+        };
+        // Each opening waits mostly on its own database or store (a local catalog and
+        // checkpoint table each create their tables, with their syncs): together, not one
+        // after the other.
+        let (checkpoint, catalog) = tokio::try_join!(checkpoint, catalog)?;
         let (stores, dedupe_ttl, cloud) = open_source(&config, &checkpoint, self.queues).await?;
         let dead_letters = open_dead_letters(&config.dead_letter).await?;
-        let catalog: Arc<dyn FloeCatalog> = match self.catalog {
-            Some(c) => c,
-            None if !config.opens_iceberg_catalog() => {
-                Arc::new(crate::targets::staging::NoIcebergCatalog)
-            }
-            None => floe_iceberg::open_catalog(&config.catalog).await?,
-        };
         let router = Router::new(&config.routes)?;
         let staging = if config.stages_without_iceberg() {
             let area = StagingArea::from_config(&config)?;

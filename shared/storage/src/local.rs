@@ -170,21 +170,10 @@ impl ObjectStore for LocalStore {
         let path = self.path(key)?;
         let url = self.url(key);
         let owned = key.to_owned();
-        let (file, meta, first) = tokio::task::spawn_blocking(move || -> Result<_> {
-            let mut file = std::fs::File::open(&path)
-                .map_err(|e| Error::from(e).while_doing(format!("failed to open {url}")))?;
-            let md = file.metadata().map_err(Error::from)?;
-            let meta = Self::meta(owned, &md);
-            // A small object is read whole, into a buffer of its size.
-            let cap = usize::try_from(md.len())
-                .unwrap_or(READ_CHUNK)
-                .clamp(1, READ_CHUNK);
-            let first = read_chunk(&mut file, cap)?;
-            let more = first.len() == READ_CHUNK;
-            Ok((more.then_some(file), meta, first))
-        })
-        .await
-        .map_err(|e| Error::unexpected(format!("file read task failed: {e}")))??;
+        let (file, meta, first) =
+            tokio::task::spawn_blocking(move || open_first(&path, &url, owned))
+                .await
+                .map_err(|e| Error::unexpected(format!("file read task failed: {e}")))??;
         let start = (Some(first), file);
         let body = futures::stream::try_unfold(start, |(first, file)| async move {
             if let Some(chunk) = first {
@@ -277,6 +266,46 @@ impl ObjectStore for LocalStore {
     fn local_path(&self, key: &str) -> Option<PathBuf> {
         self.path(key).ok()
     }
+
+    fn get_blocking(&self, key: &str) -> Option<Result<(ObjectMeta, Vec<Bytes>)>> {
+        let read = || {
+            let path = self.path(key)?;
+            let (mut file, meta, first) = open_first(&path, &self.url(key), key.to_owned())?;
+            // The chunks `get`'s body would give: none empty.
+            let mut chunks: Vec<Bytes> = (!first.is_empty()).then_some(first).into_iter().collect();
+            while let Some(mut f) = file.take() {
+                let chunk = read_chunk(&mut f, READ_CHUNK)?;
+                if chunk.len() == READ_CHUNK {
+                    file = Some(f);
+                }
+                if !chunk.is_empty() {
+                    chunks.push(chunk);
+                }
+            }
+            Ok((meta, chunks))
+        };
+        Some(read())
+    }
+}
+
+/// Open the file at `path` (the object `key`, at `url`), read its metadata and its first chunk
+/// (all of a small object, into a buffer of its size); the file comes back when there may be
+/// more to read.
+fn open_first(
+    path: &Path,
+    url: &str,
+    key: String,
+) -> Result<(Option<std::fs::File>, ObjectMeta, Bytes)> {
+    let mut file = std::fs::File::open(path)
+        .map_err(|e| Error::from(e).while_doing(format!("failed to open {url}")))?;
+    let md = file.metadata().map_err(Error::from)?;
+    let meta = LocalStore::meta(key, &md);
+    let cap = usize::try_from(md.len())
+        .unwrap_or(READ_CHUNK)
+        .clamp(1, READ_CHUNK);
+    let first = read_chunk(&mut file, cap)?;
+    let more = first.len() == READ_CHUNK;
+    Ok((more.then_some(file), meta, first))
 }
 
 /// Up to `cap` bytes from the file's position (fewer only at its end).
@@ -337,6 +366,38 @@ async fn write_atomically(path: &Path, body: &[u8]) -> Result<()> {
 mod tests {
     use super::*;
     use crate::collect_body;
+
+    #[tokio::test]
+    async fn a_blocking_get_gives_what_get_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path(), "b").unwrap();
+        let sizes = [0, 1, 5000, READ_CHUNK, READ_CHUNK + 7, 2 * READ_CHUNK];
+        for (i, size) in sizes.into_iter().enumerate() {
+            let key = format!("d/o{i}");
+            let bytes: Vec<u8> = (0..size).map(|k| (k % 251) as u8).collect();
+            store
+                .put(&key, Bytes::from(bytes.clone()), PutMode::Overwrite)
+                .await
+                .unwrap();
+            let got = store.get(&key).await.unwrap();
+            let chunks: Vec<Bytes> = futures::StreamExt::collect::<Vec<_>>(got.body)
+                .await
+                .into_iter()
+                .map(Result::unwrap)
+                .collect();
+            let (meta, blocking) = store.get_blocking(&key).unwrap().unwrap();
+            assert_eq!(meta, got.meta, "size {size}");
+            assert_eq!(blocking, chunks, "size {size}: the same chunks");
+            assert_eq!(blocking.concat(), bytes);
+        }
+        let missing = store.get_blocking("d/none").unwrap().unwrap_err();
+        assert_eq!(
+            missing.kind(),
+            store.get("d/none").await.err().unwrap().kind()
+        );
+        assert_eq!(missing.kind(), ErrorKind::NotFound);
+        assert!(store.get_blocking("../escape").unwrap().is_err());
+    }
 
     /// File times tick coarsely (a few milliseconds on Linux): two writes of the same length
     /// within one tick must still get different versions, or a compare-and-set on the first

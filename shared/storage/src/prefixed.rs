@@ -142,6 +142,11 @@ impl ObjectStore for PrefixedStore {
     fn local_path(&self, key: &str) -> Option<PathBuf> {
         self.inner.local_path(&self.full(key))
     }
+
+    fn get_blocking(&self, key: &str) -> Option<Result<(ObjectMeta, Vec<Bytes>)>> {
+        let got = self.inner.get_blocking(&self.full(key))?;
+        Some(got.map(|(meta, chunks)| (self.strip(meta), chunks)))
+    }
 }
 
 #[cfg(test)]

@@ -112,6 +112,14 @@ pub trait ObjectStore: Send + Sync + Debug {
     fn local_path(&self, _key: &str) -> Option<PathBuf> {
         None
     }
+
+    /// For a store whose objects are local files: the whole object read on the calling thread,
+    /// as [`ObjectStore::get`] would give it (its metadata, its body's chunks), without the
+    /// hand-offs to a blocking thread and back that an async read of a file costs. It blocks:
+    /// call it where blocking is allowed (`spawn_blocking`). `None` for the other stores.
+    fn get_blocking(&self, _key: &str) -> Option<Result<(ObjectMeta, Vec<Bytes>)>> {
+        None
+    }
 }
 
 /// Read a whole body into memory (small objects only: checkpoint entries, content mode).

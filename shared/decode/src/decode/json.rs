@@ -35,7 +35,9 @@ pub enum Framing {
 /// Streaming JSON decoder; see the module doc.
 pub struct JsonDecoder {
     conformer: Conformer,
-    decoder: Decoder,
+    /// arrow-json's decoder, made when a record first needs it: its buffers are sized for a
+    /// whole batch (a few MiB for a wide one), and most objects never use it.
+    decoder: Option<Decoder>,
     batch_rows: usize,
     framing: Framing,
     /// The fast path, when it takes the schema; rows it read wait in its builders.
@@ -59,7 +61,6 @@ pub struct JsonDecoder {
 impl JsonDecoder {
     /// A decoder producing batches of `conformer`'s target schema, `batch_rows` rows at most.
     pub fn new(conformer: Conformer, framing: Framing, batch_rows: usize) -> Result<Self> {
-        let decoder = build(&conformer, batch_rows)?;
         let batch_rows = batch_rows.max(1);
         let typed = conformer
             .is_typed_source()
@@ -70,6 +71,12 @@ impl JsonDecoder {
             .flatten();
         let fold = (conformer.names() == crate::Names::CaseInsensitive)
             .then(|| CaseFold::new(conformer.target_schema().fields().clone()));
+        // Without the typed reader every record goes to arrow-json: make it now, so that a
+        // schema it cannot take fails here rather than at the first record.
+        let decoder = match typed {
+            None => Some(build(&conformer, batch_rows)?),
+            Some(_) => None,
+        };
         Ok(JsonDecoder {
             typed,
             fold,
@@ -155,11 +162,14 @@ impl JsonDecoder {
         if self.spans.is_empty() {
             return Ok(());
         }
-        let fast = decode_all(&mut self.decoder, &self.pending);
+        let fast = decode_all(
+            made(&mut self.decoder, &self.conformer, self.batch_rows)?,
+            &self.pending,
+        );
         let (batch, rows_to_spans) = match fast {
             Ok(Some(b)) if b.num_rows() == self.spans.len() => (b, None),
             _ => {
-                self.decoder = build(&self.conformer, self.batch_rows)?;
+                self.decoder = Some(build(&self.conformer, self.batch_rows)?);
                 self.decode_one_by_one()?
             }
         };
@@ -189,18 +199,21 @@ impl JsonDecoder {
         let mut map = Vec::new();
         for i in 0..self.spans.len() {
             let (s, e, _) = self.spans[i];
-            let one = decode_all(&mut self.decoder, &self.pending[s..e]);
+            let one = decode_all(
+                made(&mut self.decoder, &self.conformer, self.batch_rows)?,
+                &self.pending[s..e],
+            );
             match one {
                 Ok(Some(b)) if b.num_rows() == 1 => {
                     batches.push(b);
                     map.push(i);
                 }
                 Ok(_) => {
-                    self.decoder = build(&self.conformer, self.batch_rows)?;
+                    self.decoder = Some(build(&self.conformer, self.batch_rows)?);
                     self.bad(i, "record is not a json object".into());
                 }
                 Err(e) => {
-                    self.decoder = build(&self.conformer, self.batch_rows)?;
+                    self.decoder = Some(build(&self.conformer, self.batch_rows)?);
                     self.bad(i, e.to_string());
                 }
             }
@@ -326,6 +339,19 @@ impl StreamDecoder for JsonDecoder {
     fn take(&mut self) -> Decoded {
         std::mem::take(&mut self.out)
     }
+}
+
+/// arrow-json's decoder in `slot`, made on first use.
+fn made<'d>(
+    slot: &'d mut Option<Decoder>,
+    conformer: &Conformer,
+    batch_rows: usize,
+) -> Result<&'d mut Decoder> {
+    if slot.is_none() {
+        *slot = Some(build(conformer, batch_rows)?);
+    }
+    slot.as_mut()
+        .ok_or_else(|| Error::unexpected("the json decoder is missing"))
 }
 
 fn build(conformer: &Conformer, batch_rows: usize) -> Result<Decoder> {

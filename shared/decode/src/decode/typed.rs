@@ -153,8 +153,14 @@ pub(super) struct TypedReader {
     slots: Vec<Slot>,
     scratch: String,
     rows: usize,
+    /// Rows per batch.
     capacity: usize,
 }
+
+/// Rows the builders first have room for: a batch's worth for every object would be most of
+/// a small object's cost (allocating and freeing them); a large object's first batch grows
+/// them (by doubling), its later ones start at the size of the batch before.
+const FIRST_ROWS: usize = 256;
 
 /// Widest schema searched column by column for a key.
 const LINEAR_LOOKUP: usize = 16;
@@ -170,7 +176,7 @@ impl TypedReader {
                 name: f.name().as_bytes().into(),
                 kind,
                 nullable: f.is_nullable(),
-                builder: Builder::new(kind, f.data_type(), rows),
+                builder: Builder::new(kind, f.data_type(), rows.min(FIRST_ROWS)),
             });
         }
         let index = (columns.len() > LINEAR_LOOKUP).then(|| {
@@ -203,7 +209,10 @@ impl TypedReader {
         if self.rows == 0 {
             return Ok(None);
         }
-        let capacity = self.capacity;
+        // A full batch is followed by another (most often); a short one ends the object.
+        let capacity = self
+            .rows
+            .clamp(FIRST_ROWS.min(self.capacity), self.capacity);
         let columns = self
             .columns
             .iter_mut()

@@ -7,19 +7,30 @@
 //! [`MAX_OBJECT_BYTES`], not an append, not Parquet, which is read from a file). A fetch is the
 //! same [`get_change`] the object's own read would make, so a superseded object fails the same
 //! way; its answer waits, in memory, for its turn. Fetches still running when the batch stops
-//! reading are cancelled.
+//! reading are cancelled (a local file's read, on a blocking thread, is not stopped once
+//! started: it is short).
+//!
+//! Once the writer of an object's table is open, its schema is known and the fetch decodes the
+//! object too (up to [`DECODE_AHEAD_BYTES`]): JSON parsing is most of a small object's cost,
+//! and so it runs on the other core, several objects at once, while the writer encodes the
+//! objects before. The batches and bad records wait, in order, for the object's turn, and are
+//! used only if the writer's schema is still the one decoded to; any doubt (a decoding error,
+//! an unknown format, another schema) leaves the object to be decoded in its turn, from the
+//! bytes fetched.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use arrow_schema::SchemaRef;
 use bytes::Bytes;
 use floe_core::{Error, ObjectChange, Result};
-use floe_decode::decode::Format;
-use floe_storage::{GetResult, ObjectStore};
+use floe_decode::Names;
+use floe_decode::decode::{Compression, Decoded, Format, detect, stream_decoder};
+use floe_storage::{GetResult, ObjectMeta, ObjectStore};
 use futures::StreamExt;
 use tokio::task::JoinHandle;
 
-use super::read::{get_change, object_format};
+use super::read::{get_change, get_change_blocking, object_format};
 use crate::config::RouteConfig;
 
 /// Objects larger than this are read as they stream, in their turn.
@@ -28,6 +39,8 @@ pub(crate) const MAX_OBJECT_BYTES: u64 = 4 << 20;
 const MAX_AHEAD: usize = 8;
 /// ...holding at most this many bytes between them.
 const MAX_AHEAD_BYTES: u64 = 16 << 20;
+/// Objects up to this size are decoded by their fetch (see the module doc).
+pub(crate) const DECODE_AHEAD_BYTES: u64 = 1 << 20;
 
 /// One object that may be read ahead.
 pub(crate) struct Candidate {
@@ -35,6 +48,10 @@ pub(crate) struct Candidate {
     pub(crate) idx: usize,
     pub(crate) store: Arc<dyn ObjectStore>,
     pub(crate) change: ObjectChange,
+    /// The writer slot its rows go to (see [`Prefetch::decode_for`]).
+    pub(crate) slot: String,
+    /// The format its route declares, if any.
+    pub(crate) declared: Option<Format>,
 }
 
 impl Candidate {
@@ -58,13 +75,61 @@ pub(crate) fn worth_reading_ahead(
         )
 }
 
-type Fetch = JoinHandle<Result<GetResult>>;
+/// What a fetch started ahead gives.
+pub(crate) struct Fetched {
+    /// The object as [`get_change`] answers it, its body read to the end.
+    pub(crate) got: GetResult,
+    /// Its records, when it was decoded ahead.
+    pub(crate) decoded: Option<DecodedAhead>,
+}
+
+/// An object's records decoded by its fetch: the whole object, without error.
+pub(crate) struct DecodedAhead {
+    /// The schema decoded to, and how names found its columns.
+    schema: SchemaRef,
+    names: Names,
+    format: Format,
+    compression: Compression,
+    /// What the decoder gave after each chunk and at the end, in order.
+    pub(crate) outputs: Vec<Decoded>,
+    /// Bytes decoded.
+    pub(crate) bytes: u64,
+}
+
+impl DecodedAhead {
+    /// Whether these are the records the object's own read would decode: same format and
+    /// compression, same target schema and name matching.
+    pub(crate) fn fits(
+        &self,
+        format: &Format,
+        compression: Compression,
+        schema: &SchemaRef,
+        names: Names,
+    ) -> bool {
+        self.names == names
+            && self.format == *format
+            && self.compression == compression
+            && (Arc::ptr_eq(&self.schema, schema) || self.schema == *schema)
+    }
+}
+
+/// The schema a slot's objects are decoded to, and the rows per batch.
+#[derive(Clone)]
+struct DecodeAs {
+    schema: SchemaRef,
+    batch_rows: usize,
+    names: Names,
+}
+
+pub(crate) type Fetch = JoinHandle<Result<Fetched>>;
 
 /// The read-ahead window over a batch's objects, taken in the order given.
 #[derive(Default)]
 pub(crate) struct Prefetch {
     waiting: VecDeque<Candidate>,
     running: VecDeque<(usize, u64, Fetch)>,
+    /// Per writer slot, how the fetches started from now on decode its objects.
+    decode: HashMap<String, DecodeAs>,
 }
 
 impl Prefetch {
@@ -74,7 +139,34 @@ impl Prefetch {
         Prefetch {
             waiting: candidates.into(),
             running: VecDeque::new(),
+            decode: HashMap::new(),
         }
+    }
+
+    /// The fetches started from now on of objects bound for `slot` decode them to `schema`, in
+    /// batches of up to `batch_rows` rows, the records' names matched by `names`. Only for a writer whose schema stays as it is while
+    /// the batch reads (no schema evolution): a record decoded ahead to an older schema would
+    /// be decoded again in its turn.
+    pub(crate) fn decode_for(
+        &mut self,
+        slot: &str,
+        schema: &SchemaRef,
+        batch_rows: usize,
+        names: Names,
+    ) {
+        if (self.decode.get(slot)).is_some_and(|d| {
+            Arc::ptr_eq(&d.schema, schema) && d.batch_rows == batch_rows && d.names == names
+        }) {
+            return;
+        }
+        self.decode.insert(
+            slot.to_owned(),
+            DecodeAs {
+                schema: schema.clone(),
+                batch_rows,
+                names,
+            },
+        );
     }
 
     /// The fetch of change `idx`, if it was read ahead; the objects before it that were not
@@ -118,9 +210,30 @@ impl Prefetch {
         let Some(c) = self.waiting.pop_front() else {
             return;
         };
-        let size = c.size();
-        let fetch = tokio::spawn(async move { fetch_whole(&c.store, &c.change).await });
-        self.running.push_back((c.idx, size, fetch));
+        let (idx, size) = (c.idx, c.size());
+        let plan = (self.decode.get(&c.slot).cloned()).filter(|_| size <= DECODE_AHEAD_BYTES);
+        let fetch = if c.store.local_path(&c.change.key).is_some() {
+            // A local file: read (and decoded) on a blocking thread, in one hand-off rather
+            // than a task whose read hands off to a blocking thread and back (each hand-off
+            // wakes a thread: most of a small file's cost).
+            tokio::task::spawn_blocking(move || {
+                let (meta, chunks) = match get_change_blocking(&c.store, &c.change) {
+                    Some(got) => {
+                        let (meta, chunks) = got?;
+                        (meta, chunks.into_iter().map(Ok).collect())
+                    }
+                    None => tokio::runtime::Handle::current()
+                        .block_on(fetch_whole(&c.store, &c.change))?,
+                };
+                Ok(fetched_as(&c, meta, chunks, plan))
+            })
+        } else {
+            tokio::spawn(async move {
+                let (meta, chunks) = fetch_whole(&c.store, &c.change).await?;
+                Ok(fetched_as(&c, meta, chunks, plan))
+            })
+        };
+        self.running.push_back((idx, size, fetch));
     }
 }
 
@@ -134,19 +247,72 @@ impl Drop for Prefetch {
 
 /// The object as [`get_change`] answers it, its body read to the end (held as the chunks
 /// came, no copy).
-async fn fetch_whole(store: &Arc<dyn ObjectStore>, change: &ObjectChange) -> Result<GetResult> {
+async fn fetch_whole(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+) -> Result<(ObjectMeta, Vec<Result<Bytes>>)> {
     let got = get_change(store, change).await?;
     let chunks: Vec<Result<Bytes>> = got.body.collect().await;
+    Ok((got.meta, chunks))
+}
+
+/// What the fetch of `c` gives: the object's `meta` and `chunks`, decoded as `plan` says.
+fn fetched_as(
+    c: &Candidate,
+    meta: ObjectMeta,
+    chunks: Vec<Result<Bytes>>,
+    plan: Option<DecodeAs>,
+) -> Fetched {
+    let decoded = plan.and_then(|p| decode_ahead(c, &meta, &chunks, p));
     let body: floe_storage::ByteStream = Box::pin(futures::stream::iter(chunks));
-    Ok(GetResult {
-        meta: got.meta,
-        body,
+    Fetched {
+        got: GetResult { meta, body },
+        decoded,
+    }
+}
+
+/// Decode a fetched object as `plan` says; `None` when anything is in doubt (the object's own
+/// read then decodes it, and reports what went wrong).
+fn decode_ahead(
+    c: &Candidate,
+    meta: &ObjectMeta,
+    chunks: &[Result<Bytes>],
+    plan: DecodeAs,
+) -> Option<DecodedAhead> {
+    let (format, compression) = detect(
+        &c.change.key,
+        meta.content_type.as_deref(),
+        meta.content_encoding.as_deref(),
+        c.declared.as_ref(),
+    )?;
+    if format == Format::Parquet {
+        return None;
+    }
+    let schema = plan.schema.clone();
+    let mut dec = stream_decoder(&format, compression, schema, plan.batch_rows, plan.names).ok()?;
+    let mut outputs = Vec::with_capacity(chunks.len() + 1);
+    let mut bytes = 0;
+    for chunk in chunks {
+        let chunk = chunk.as_ref().ok()?;
+        bytes += chunk.len() as u64;
+        dec.push(chunk).ok()?;
+        outputs.push(dec.take());
+    }
+    dec.finish().ok()?;
+    outputs.push(dec.take());
+    Some(DecodedAhead {
+        schema: plan.schema,
+        names: plan.names,
+        format,
+        compression,
+        outputs,
+        bytes,
     })
 }
 
 /// The answer of a fetch started ahead. A wait given up (the object's read timed out, the
 /// batch stopped) cancels the fetch: dropping a task's handle alone would leave it running.
-pub(crate) async fn fetched(fetch: Fetch) -> Result<GetResult> {
+pub(crate) async fn fetched(fetch: Fetch) -> Result<Fetched> {
     struct CancelOnDrop(tokio::task::AbortHandle);
     impl Drop for CancelOnDrop {
         fn drop(&mut self) {
@@ -236,6 +402,8 @@ mod tests {
                         size: Some(size as u64),
                         ..ObjectChange::created(Provider::Local, "b", key)
                     },
+                    slot: "t".into(),
+                    declared: Some(Format::Ndjson),
                 }
             })
             .collect();
@@ -255,7 +423,7 @@ mod tests {
     }
 
     async fn body_of(fetch: Fetch) -> Vec<u8> {
-        let got = fetched(fetch).await.unwrap();
+        let got = fetched(fetch).await.unwrap().got;
         floe_storage::collect_body(got.body, usize::MAX)
             .await
             .unwrap()
@@ -340,5 +508,56 @@ mod tests {
         assert!(window.take(0).is_some());
         assert!(window.take(1).is_none(), "not a candidate");
         assert_eq!(body_of(window.take(2).unwrap()).await, vec![2u8; 10]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fetches_decode_ahead_once_their_slot_has_a_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, candidates) = objects(dir.path(), 12, 10);
+        for c in &candidates {
+            let i = c.idx;
+            std::fs::write(dir.path().join(&c.change.key), format!("{{\"id\":{i}}}\n")).unwrap();
+        }
+        store.gate.add_permits(100);
+        let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "id",
+            arrow_schema::DataType::Int64,
+            true,
+        )]));
+        let mut window = Prefetch::new(candidates);
+        let first = fetched(window.take(0).unwrap()).await.unwrap();
+        assert!(first.decoded.is_none(), "no schema yet: read only");
+
+        // Fetches started from now on decode; those already running do not.
+        window.decode_for("t", &schema, 100, Names::default());
+        let mut decoded = Vec::new();
+        for i in 1..12 {
+            let f = fetched(window.take(i).unwrap()).await.unwrap();
+            decoded.push(f.decoded.map(|d| {
+                assert!(d.fits(
+                    &Format::Ndjson,
+                    Compression::None,
+                    &schema,
+                    Names::default()
+                ));
+                assert!(!d.fits(&Format::Ndjson, Compression::None, &schema, Names::Exact));
+                let other = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+                    "id",
+                    arrow_schema::DataType::Utf8,
+                    true,
+                )]));
+                assert!(!d.fits(&Format::Ndjson, Compression::None, &other, Names::default()));
+                assert!(!d.fits(&Format::Json, Compression::None, &schema, Names::default()));
+                let rows: Vec<_> = d.outputs.iter().flat_map(|o| &o.batches).collect();
+                assert_eq!(rows.len(), 1);
+                let ids = rows[0].column(0).as_any();
+                let ids = ids.downcast_ref::<arrow_array::Int64Array>().unwrap();
+                assert_eq!(ids.value(0), i as i64);
+                d.bytes
+            }));
+        }
+        // 1..=MAX_AHEAD started with the first take, before the schema was known.
+        assert!(decoded[..MAX_AHEAD].iter().all(Option::is_none));
+        assert!(decoded[MAX_AHEAD..].iter().all(Option::is_some));
     }
 }

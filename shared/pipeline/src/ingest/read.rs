@@ -102,11 +102,44 @@ pub async fn get_change_from(
     if let Some(from) = from.or(change.is_append().then_some(0)) {
         return get_appended(store, change, from).await;
     }
-    let got = store.get(&change.key).await.map_err(|e| match e.kind() {
+    let got = store.get(&change.key).await.map_err(gone_unreadable)?;
+    same_version(store, change, &got.meta)?;
+    Ok(got)
+}
+
+/// [`get_change`] on the calling thread, for a store whose objects are local files (see
+/// [`ObjectStore::get_blocking`]): the object's metadata and its body's chunks. `None` for the
+/// other stores, and for an append (read by range). It blocks (`spawn_blocking`).
+pub(crate) fn get_change_blocking(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+) -> Option<Result<(floe_storage::ObjectMeta, Vec<bytes::Bytes>)>> {
+    if change.is_append() {
+        return None;
+    }
+    let got = store.get_blocking(&change.key)?;
+    Some(got.map_err(gone_unreadable).and_then(|(meta, chunks)| {
+        same_version(store, change, &meta)?;
+        Ok((meta, chunks))
+    }))
+}
+
+/// A missing object is unreadable whatever the retry.
+fn gone_unreadable(e: Error) -> Error {
+    match e.kind() {
         ErrorKind::NotFound => unreadable(e),
         _ => e,
-    })?;
-    if let (Some(want), Some(have)) = (&change.etag, &got.meta.etag)
+    }
+}
+
+/// An error when the object read is not the version the change names (by ETag; a local file's
+/// are floe's own, and not checked).
+fn same_version(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    meta: &floe_storage::ObjectMeta,
+) -> Result<()> {
+    if let (Some(want), Some(have)) = (&change.etag, &meta.etag)
         && store.local_path(&change.key).is_none()
         && normalize_etag(want) != normalize_etag(have)
     {
@@ -120,7 +153,7 @@ pub async fn get_change_from(
         .with_context(SUPERSEDED, have.clone())
         .with_retryable(false));
     }
-    Ok(got)
+    Ok(())
 }
 
 /// Bytes `from..size` of an appended object (see [`get_change`]).
@@ -245,8 +278,8 @@ pub type OnBytes<'a> = &'a (dyn Fn(u64) + Send + Sync);
 pub struct ChangeBytes<'a> {
     pub change: &'a ObjectChange,
     pub from: Option<u64>,
-    /// The whole object's [`get_change`], when it was read ahead.
-    pub early: Option<tokio::task::JoinHandle<Result<GetResult>>>,
+    /// The whole object's [`get_change`], when it was read ahead (and perhaps decoded).
+    pub(crate) early: Option<super::prefetch::Fetch>,
 }
 
 /// Stream the records of the bytes `what` lands into `writer`. An error carries the object
@@ -269,10 +302,12 @@ pub async fn read_records(
     let read = async {
         let mut stats = ObjectStats::default();
         let read_ahead = early.is_some();
+        let mut ahead = None;
         let opened = match early {
-            Some(fetch) => super::prefetch::fetched(fetch)
-                .await
-                .and_then(|got| with_format(got, store, change, route, from)),
+            Some(fetch) => super::prefetch::fetched(fetch).await.and_then(|f| {
+                ahead = f.decoded;
+                with_format(f.got, store, change, route, from)
+            }),
             None => open_object(store, change, route, from).await,
         };
         let (got, format, compression) =
@@ -284,6 +319,16 @@ pub async fn read_records(
                 ParquetDecoder::new(file, schema, batch_rows, route.names).map_err(unreadable)?;
             stats.bytes = change.size.unwrap_or(0);
             while let Some(out) = dec.next_batch().map_err(unreadable)? {
+                drain(out, writer, on_bad, &mut stats, &url).await?;
+            }
+            return Ok(stats);
+        }
+        if let Some(decoded) = ahead.filter(|d| d.fits(&format, compression, &schema, route.names))
+        {
+            // Decoded by its fetch: the same batches and bad records, in the same order, as
+            // decoding it here would give.
+            stats.bytes = decoded.bytes;
+            for out in decoded.outputs {
                 drain(out, writer, on_bad, &mut stats, &url).await?;
             }
             return Ok(stats);
@@ -569,4 +614,140 @@ pub fn metadata_rows(
     rows: &[MetaRow<'_>],
 ) -> Result<RecordBatch> {
     metadata_batch(schema, rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::Array;
+    use arrow_schema::{DataType, Field, Schema, SchemaRef};
+    use floe_core::Provider;
+    use floe_storage::LocalStore;
+
+    use super::super::prefetch::{Candidate, Prefetch};
+    use super::*;
+
+    /// A sink that keeps the batches it is given.
+    struct Keep {
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+    }
+
+    impl RowSink for Keep {
+        fn arrow_schema(&self) -> &SchemaRef {
+            &self.schema
+        }
+        async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+            self.batches.push(batch);
+            Ok(())
+        }
+    }
+
+    fn schema(id: DataType) -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", id, true),
+            Field::new("name", DataType::Utf8, true),
+        ]))
+    }
+
+    /// Read `obj-1.ndjson` read ahead and decoded to `ahead`, into a sink of `sink`: the
+    /// batches written and the bad records' lines.
+    async fn read_decoded_ahead(ahead: SchemaRef, sink: SchemaRef) -> (Keep, Vec<Option<u64>>) {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let body =
+            "{\"id\":1,\"name\":\"a\"}\n{\"id\":{},\"name\":\"b\"}\n{\"id\":3,\"name\":\"c\"}\n";
+        let names = ["obj-0.ndjson", "obj-1.ndjson"];
+        for n in names {
+            std::fs::write(data.join(n), body).unwrap();
+        }
+        std::fs::write(dir.path().join("schema.json"), r#"{"iceberg":{"schema":{"fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}}}"#).unwrap();
+        let toml = format!(
+            "[source]\ntype = \"local\"\nfolder = \"{}\"\n\n[iceberg]\ncatalog.uri = \"c.db\"\ncatalog.warehouse = \"w\"\n\n[[routes]]\ntable = \"t.e\"\nschema = \"schema.json\"\nformat = \"ndjson\"\n",
+            data.display()
+        );
+        std::fs::write(dir.path().join("floe.toml"), toml).unwrap();
+        let config = crate::FloeConfig::load(&dir.path().join("floe.toml")).unwrap();
+        let route = &config.routes[0];
+        let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(&data, "b").unwrap());
+        let changes: Vec<ObjectChange> = (names.iter())
+            .map(|n| ObjectChange {
+                size: Some(body.len() as u64),
+                ..ObjectChange::created(Provider::Local, "b", *n)
+            })
+            .collect();
+        let candidates = (changes.iter().enumerate())
+            .map(|(idx, change)| Candidate {
+                idx,
+                store: store.clone(),
+                change: change.clone(),
+                slot: "t.e".into(),
+                declared: route.format.clone(),
+            })
+            .collect();
+        let mut window = Prefetch::new(candidates);
+        window.decode_for("t.e", &ahead, 100, floe_decode::Names::default());
+        drop(window.take(0));
+        let early = window.take(1);
+        assert!(early.is_some());
+        let mut keep = Keep {
+            schema: sink,
+            batches: Vec::new(),
+        };
+        let mut bad = Vec::new();
+        let mut on_bad = |b: BadRecord| {
+            bad.push(b.line);
+            Ok(())
+        };
+        let what = ChangeBytes {
+            change: &changes[1],
+            from: None,
+            early,
+        };
+        let stats = read_records(&store, what, route, &mut keep, 100, &mut on_bad, &|_| {})
+            .await
+            .unwrap();
+        assert_eq!(stats.bytes, body.len() as u64);
+        assert_eq!(stats.rows + stats.bad, 3);
+        (keep, bad)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_decoded_ahead_go_to_a_writer_of_the_schema_decoded_to() {
+        let (keep, bad) =
+            read_decoded_ahead(schema(DataType::Int64), schema(DataType::Int64)).await;
+        assert_eq!(
+            bad,
+            [Some(2)],
+            "the record whose id is an object is no long"
+        );
+        let ids: Vec<i64> = (keep.batches.iter())
+            .flat_map(|b| {
+                let ids = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<arrow_array::Int64Array>();
+                ids.unwrap().values().to_vec()
+            })
+            .collect();
+        assert_eq!(ids, [1, 3]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_of_another_schema_has_the_object_decoded_again() {
+        // Decoded ahead with `id` a long; the writer's `id` is a string (its schema changed in
+        // between): the rows are decoded again, to the writer's schema.
+        let (keep, bad) = read_decoded_ahead(schema(DataType::Int64), schema(DataType::Utf8)).await;
+        assert!(bad.len() < 3, "{bad:?}");
+        assert!(!keep.batches.is_empty());
+        for b in &keep.batches {
+            assert_eq!(b.schema(), schema(DataType::Utf8));
+            assert!(
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<arrow_array::StringArray>()
+                    .is_some()
+            );
+        }
+    }
 }

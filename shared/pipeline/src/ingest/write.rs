@@ -249,6 +249,8 @@ impl Pipeline {
                     idx: c.idx,
                     store: self.stores.store(change).ok()?,
                     change: change.clone(),
+                    slot: slot_key(c),
+                    declared: self.router.config(c.route).format.clone(),
                 })
             })
             .collect();
@@ -354,6 +356,17 @@ impl Pipeline {
             && let Err(e) = self.evolve(slot, store, change, route).await
         {
             return Ok(Err(Failed::new(e, "unreadable object", false)));
+        }
+        if !route.evolve {
+            // The writer's schema stays as it is for the batch: the objects read ahead for
+            // this slot can be decoded ahead too.
+            let key = slot_key_of(&slot.table_name, slot.route, slot.maxcompute.as_deref());
+            (run.prefetch).decode_for(
+                &key,
+                slot.writer.arrow_schema(),
+                self.config.ingest.batch_rows,
+                route.names,
+            );
         }
         slot.writer.set_source(Some(idx as u64));
         let read = self
@@ -802,9 +815,14 @@ fn read_limit(
 /// table share its files, as before MaxCompute targets existed), else table, route and
 /// MaxCompute table.
 fn slot_key(c: &Claimed) -> String {
-    match &c.maxcompute {
-        None => c.table.clone(),
-        Some(m) => format!("{}\u{1f}{}\u{1f}{m}", c.table, c.route),
+    slot_key_of(&c.table, c.route, c.maxcompute.as_deref())
+}
+
+/// The slot key of rows of `route` bound for `table` (and MaxCompute table `maxcompute`).
+fn slot_key_of(table: &str, route: usize, maxcompute: Option<&str>) -> String {
+    match maxcompute {
+        None => table.to_owned(),
+        Some(m) => format!("{table}\u{1f}{route}\u{1f}{m}"),
     }
 }
 
