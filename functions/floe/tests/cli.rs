@@ -768,7 +768,6 @@ fn iceberg_tables_naming_several_tables_take_every_record_each() {
 /// level and the rows per row group; an unknown property stops the start, named.
 #[test]
 fn write_props_set_the_parquet_codec_and_row_groups() {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let rows: String = (0..2500).map(|i| format!("{{\"id\": {i}}}\n")).collect();
@@ -793,18 +792,9 @@ fn write_props_set_the_parquet_codec_and_row_groups() {
     let (code, out, err) = floe(&["run", "--config", path.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
     let r = root.canonicalize().unwrap();
-    let table = floe_testbed::pyiceberg::read_sql_table(
-        "floe",
-        &r.join("catalog.db"),
-        &r.join("warehouse"),
-        "t.props",
-    );
+    let table = read_local(&r, "t.props");
     assert_eq!(table["count"], 2500);
-    let file = table["files"][0]["path"].as_str().unwrap();
-    let reader =
-        SerializedFileReader::new(std::fs::File::open(file.trim_start_matches("file://")).unwrap())
-            .unwrap();
-    let meta = reader.metadata();
+    let meta = first_file_footer(&table);
     assert_eq!(meta.num_row_groups(), 3, "1000-row groups");
     let codec = meta.row_group(0).column(0).compression();
     // (A Parquet footer records the codec, not its level.)
@@ -812,18 +802,9 @@ fn write_props_set_the_parquet_codec_and_row_groups() {
         matches!(codec, parquet::basic::Compression::GZIP(_)),
         "{codec:?}"
     );
-    let own = floe_testbed::pyiceberg::read_sql_table(
-        "floe",
-        &r.join("catalog.db"),
-        &r.join("warehouse"),
-        "t.own",
-    );
+    let own = read_local(&r, "t.own");
     assert_eq!(own["count"], 2500);
-    let file = own["files"][0]["path"].as_str().unwrap();
-    let reader =
-        SerializedFileReader::new(std::fs::File::open(file.trim_start_matches("file://")).unwrap())
-            .unwrap();
-    let meta = reader.metadata();
+    let meta = first_file_footer(&own);
     assert_eq!(meta.num_row_groups(), 3, "the [iceberg] row groups");
     let codec = meta.row_group(0).column(0).compression();
     assert_eq!(
@@ -849,6 +830,14 @@ fn write_props_set_the_parquet_codec_and_row_groups() {
         err.contains("routes[1].write-props.write.parquet.compression-codec"),
         "{err}"
     );
+}
+
+/// The Parquet footer of the first data file of `table` (as [`read_local`] read it).
+fn first_file_footer(table: &serde_json::Value) -> parquet::file::metadata::ParquetMetaData {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let path = table["files"][0]["path"].as_str().unwrap();
+    let file = std::fs::File::open(path.trim_start_matches("file://")).unwrap();
+    SerializedFileReader::new(file).unwrap().metadata().clone()
 }
 
 /// `table` of the SQL catalog in `root` (`catalog.db`, `warehouse/`), as pyiceberg reads it.

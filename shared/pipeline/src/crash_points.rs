@@ -113,8 +113,14 @@ pub(crate) async fn ids(catalog: &Arc<dyn FloeCatalog>) -> Vec<i64> {
 pub(crate) async fn ids_of(catalog: &Arc<dyn FloeCatalog>, ident: &TableIdent) -> Vec<i64> {
     let table = catalog.load_table(ident).await.unwrap();
     let scan = table.scan().select(["id"]).build().unwrap();
+    scanned_ids(&table, &scan).await
+}
+
+/// The ids `scan` of `table` reads, sorted (by floe's read on a format v3 table, see
+/// [`ids_of`]).
+async fn scanned_ids(table: &iceberg::table::Table, scan: &iceberg::scan::TableScan) -> Vec<i64> {
     let stream = if table.metadata().format_version() >= iceberg::spec::FormatVersion::V3 {
-        floe_iceberg::scan::read(&table, &scan).await.unwrap()
+        floe_iceberg::scan::read(table, scan).await.unwrap()
     } else {
         scan.to_arrow().await.unwrap()
     };
@@ -276,15 +282,7 @@ async fn ids_on(catalog: &Arc<dyn FloeCatalog>, branch: &str) -> Vec<i64> {
         .select(["id"])
         .build()
         .unwrap();
-    let batches: Vec<_> = scan.to_arrow().await.unwrap().try_collect().await.unwrap();
-    let mut out: Vec<i64> = (batches.iter())
-        .flat_map(|b| {
-            let col = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
-            col.values().to_vec()
-        })
-        .collect();
-    out.sort_unstable();
-    out
+    scanned_ids(&table, &scan).await
 }
 
 /// [`replace_crash_and_recover`] on a table whose commits go to a branch: the branch holds

@@ -510,6 +510,20 @@ pub async fn infer_object_schema(
     change: &ObjectChange,
     route: &RouteConfig,
 ) -> Result<TableSchema> {
+    let mut schema = infer_as_written(store, change, route).await?;
+    if route.names == floe_decode::Names::CaseInsensitive {
+        // `ID` in one record and `id` in another are one column, as decoding reads them.
+        schema.fold_case_variants();
+    }
+    Ok(schema)
+}
+
+/// [`infer_object_schema`] with every spelling of a name a field of its own.
+async fn infer_as_written(
+    store: &Arc<dyn ObjectStore>,
+    change: &ObjectChange,
+    route: &RouteConfig,
+) -> Result<TableSchema> {
     let (got, format, compression) = open_object(store, change, route, None).await?;
     if format == Format::Parquet {
         let file = parquet_file(store, &change.key, got).await?;
@@ -520,9 +534,6 @@ pub async fn infer_object_schema(
         let mut schema = arrow_to_iceberg(builder.schema()).map_err(unreadable)?;
         for f in &mut schema.fields {
             f.required = false;
-        }
-        if route.names == floe_decode::Names::CaseInsensitive {
-            schema.fold_case_variants();
         }
         return Ok(schema);
     }
@@ -554,15 +565,8 @@ pub async fn infer_object_schema(
             }
         },
     };
-    let mut schema =
-        infer_schema(&format, &sample, complete, route.infer_max_records).map_err(|e| {
-            unreadable(e.while_doing(format!("cannot create table from {}", change.key)))
-        })?;
-    if route.names == floe_decode::Names::CaseInsensitive {
-        // `ID` in one record and `id` in another are one column, as decoding reads them.
-        schema.fold_case_variants();
-    }
-    Ok(schema)
+    infer_schema(&format, &sample, complete, route.infer_max_records)
+        .map_err(|e| unreadable(e.while_doing(format!("cannot create table from {}", change.key))))
 }
 
 fn read_some(mut r: impl Read, limit: usize, complete: &mut bool) -> Vec<u8> {
