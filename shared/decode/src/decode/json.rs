@@ -21,7 +21,7 @@ use super::typed::{Read, TypedReader};
 use super::{BadRecord, Decoded, StreamDecoder, truncate_raw};
 
 /// Longest record accepted; a longer one is a bad record (keeps memory bounded).
-const MAX_RECORD_BYTES: usize = 64 << 20;
+pub(super) const MAX_RECORD_BYTES: usize = 64 << 20;
 
 /// How records are delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +101,17 @@ impl JsonDecoder {
     pub(super) fn arrow_only(mut self) -> Self {
         self.typed = None;
         self
+    }
+
+    /// Count lines from 1 again (a decoder of segments, each decoded whole before the next).
+    pub(super) fn restart_lines(&mut self) {
+        self.line = 1;
+        self.partial_line = 1;
+    }
+
+    /// Line ends read since lines were last counted from 1.
+    pub(super) fn line_ends(&self) -> u64 {
+        self.line - 1
     }
 
     fn add_record(&mut self, record: &[u8], line: u64) -> Result<()> {

@@ -21,6 +21,7 @@ mod csv;
 mod fold;
 mod json;
 mod parquet;
+mod segments;
 mod typed;
 #[cfg(test)]
 mod typed_tests;
@@ -34,6 +35,7 @@ use floe_core::{Error, Result};
 pub use self::csv::{CsvDecoder, CsvOptions};
 pub use self::json::{Framing, JsonDecoder, split_json_records};
 pub use self::parquet::ParquetDecoder;
+pub use self::segments::{DecodedSegment, LineCutter, LineNumbers, Segment, SegmentDecoder};
 pub use convert::{Conformer, parse_date, parse_timestamp_nanos};
 
 /// Longest raw text kept for a bad record.
@@ -216,19 +218,9 @@ pub fn stream_decoder(
             ));
         }
     };
-    Ok(match compression {
-        Compression::None => inner,
-        Compression::Gzip => Box::new(Decompressing {
-            codec: Codec::Gzip(Box::new(flate2::write::MultiGzDecoder::new(Vec::new()))),
-            inner,
-        }),
-        Compression::Zstd => Box::new(Decompressing {
-            codec: Codec::Zstd(
-                zstd::stream::write::Decoder::new(Vec::new())
-                    .map_err(|e| Error::unexpected("failed to start zstd").with_source(e))?,
-            ),
-            inner,
-        }),
+    Ok(match Codec::new(compression)? {
+        None => inner,
+        Some(codec) => Box::new(Decompressing { codec, inner }),
     })
 }
 
@@ -238,6 +230,25 @@ enum Codec {
 }
 
 impl Codec {
+    /// The decompressor for `compression` (`None`: not compressed).
+    fn new(compression: Compression) -> Result<Option<Codec>> {
+        Ok(match compression {
+            Compression::None => None,
+            Compression::Gzip => Some(Codec::Gzip(Box::new(flate2::write::MultiGzDecoder::new(
+                Vec::new(),
+            )))),
+            Compression::Zstd => Some(Codec::Zstd(
+                zstd::stream::write::Decoder::new(Vec::new())
+                    .map_err(|e| Error::unexpected("failed to start zstd").with_source(e))?,
+            )),
+        })
+    }
+
+    /// The error for a stream this codec cannot decompress.
+    fn corrupt(&self, e: std::io::Error) -> Error {
+        Error::invalid_input(format!("corrupt {} stream", self.name())).with_source(e)
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Codec::Gzip(_) => "gzip",
@@ -274,17 +285,11 @@ struct Decompressing {
     inner: Box<dyn StreamDecoder>,
 }
 
-impl Decompressing {
-    fn corrupt(&self, e: std::io::Error) -> Error {
-        Error::invalid_input(format!("corrupt {} stream", self.codec.name())).with_source(e)
-    }
-}
-
 impl StreamDecoder for Decompressing {
     fn push(&mut self, bytes: &[u8]) -> Result<()> {
         for piece in bytes.chunks(64 * 1024) {
             if let Err(e) = self.codec.write(piece) {
-                return Err(self.corrupt(e));
+                return Err(self.codec.corrupt(e));
             }
             let out = self.codec.output();
             self.inner.push(&out)?;
@@ -294,7 +299,7 @@ impl StreamDecoder for Decompressing {
 
     fn finish(&mut self) -> Result<()> {
         if let Err(e) = self.codec.finish() {
-            return Err(self.corrupt(e));
+            return Err(self.codec.corrupt(e));
         }
         let out = self.codec.output();
         self.inner.push(&out)?;

@@ -13,6 +13,7 @@ mod fanout;
 mod prefetch;
 pub mod read;
 pub mod route;
+mod segments;
 mod write;
 
 use floe_checkpoint::Version;

@@ -8,7 +8,7 @@ use floe_core::{Error, ErrorKind, ObjectChange, Result};
 use floe_decode::TableSchema;
 use floe_decode::cdc::{MetaRow, metadata_batch, metadata_schema};
 use floe_decode::decode::{
-    BadRecord, Compression, Decoded, Format, ParquetDecoder, detect, stream_decoder,
+    BadRecord, Compression, Decoded, Format, LineCutter, ParquetDecoder, detect, stream_decoder,
 };
 use floe_decode::infer::{arrow_to_iceberg, infer_schema};
 use floe_iceberg::TableWriter;
@@ -333,6 +333,15 @@ pub async fn read_records(
             }
             return Ok(stats);
         }
+        if format == Format::Ndjson && !(read_ahead && got.meta.size <= DECODE_INLINE_BYTES) {
+            // Cut at line ends and decoded on several threads, so that decoding, the slower
+            // half, keeps up with the encoder (see `super::segments`).
+            let cutter = LineCutter::new(compression, SEGMENT_BYTES).map_err(unreadable)?;
+            let decoders = super::segments::Decoders::new(schema, batch_rows, route.names);
+            let (tx, rx) = tokio::sync::mpsc::channel::<Step>(1);
+            let producer = tokio::spawn(super::segments::decode(got.body, cutter, decoders, tx));
+            return write_steps(rx, producer, writer, on_bad, on_bytes, &url).await;
+        }
         let mut dec = stream_decoder(&format, compression, schema, batch_rows, route.names)
             .map_err(unreadable)?;
         if read_ahead && got.meta.size <= DECODE_INLINE_BYTES {
@@ -351,47 +360,65 @@ pub async fn read_records(
         }
         // Decoding (JSON/CSV parsing) and encoding (Parquet, zstd) each take about half the time:
         // the decoder runs as its own task, a few batches ahead of the writer, so both cores work.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Step>(4);
+        let (tx, rx) = tokio::sync::mpsc::channel::<Step>(4);
         let producer = tokio::spawn(decode_stream(got.body, dec, tx));
-        let mut reported = 0u64;
-        let mut failure = None;
-        while let Some(step) = rx.recv().await {
-            match step {
-                Step::Read(bytes) => {
-                    stats.bytes = bytes;
-                    if bytes - reported >= 64 << 20 {
-                        reported = bytes;
-                        on_bytes(bytes);
-                    }
-                }
-                Step::Decoded(out) => {
-                    if let Err(f) = drain(out, writer, on_bad, &mut stats, &url).await {
-                        failure = Some(f);
-                        break;
-                    }
-                }
-                Step::Failed(f) => {
-                    failure = Some(f);
-                    break;
-                }
-            }
-        }
-        drop(rx);
-        let _ = producer.await;
-        match failure {
-            Some(f) => Err(f),
-            None => Ok(stats),
-        }
+        write_steps(rx, producer, writer, on_bad, on_bytes, &url).await
     };
     read.await
         .map_err(|e| e.with_context("object", url.clone()))
 }
 
+/// Write what a decoding task sends until it ends or fails; the stats of the whole object.
+async fn write_steps(
+    mut rx: tokio::sync::mpsc::Receiver<Step>,
+    producer: tokio::task::JoinHandle<()>,
+    writer: &mut impl RowSink,
+    on_bad: OnBad<'_>,
+    on_bytes: OnBytes<'_>,
+    url: &str,
+) -> Result<ObjectStats> {
+    let mut stats = ObjectStats::default();
+    let mut reported = 0u64;
+    let mut failure = None;
+    while let Some(step) = rx.recv().await {
+        match step {
+            Step::Read(bytes) => {
+                stats.bytes = bytes;
+                if bytes - reported >= 64 << 20 {
+                    reported = bytes;
+                    on_bytes(bytes);
+                }
+            }
+            Step::Decoded(out) => {
+                if let Err(f) = drain(out, writer, on_bad, &mut stats, url).await {
+                    failure = Some(f);
+                    break;
+                }
+            }
+            Step::Failed(f) => {
+                failure = Some(f);
+                break;
+            }
+        }
+    }
+    drop(rx);
+    let _ = producer.await;
+    match failure {
+        Some(f) => Err(f),
+        None => Ok(stats),
+    }
+}
+
+/// NDJSON decoded in parallel is cut into segments of about this many bytes (decompressed):
+/// large enough that handing one to a thread costs nothing next to decoding it, small enough
+/// that the few in flight hold little memory.
+const SEGMENT_BYTES: usize = 512 << 10;
+
 /// A body read ahead and at most this large is decoded on the writer's task.
 const DECODE_INLINE_BYTES: u64 = 1 << 20;
 
 /// What the decoding task hands the writer.
-enum Step {
+pub(super) enum Step {
     /// Bytes of the object read so far.
     Read(u64),
     /// Batches and bad records.
@@ -752,6 +779,110 @@ mod tests {
                     .downcast_ref::<arrow_array::StringArray>()
                     .is_some()
             );
+        }
+    }
+
+    /// A route over `dir` reading NDJSON into `t.e` (`id` long, `name` string).
+    fn ndjson_route(dir: &std::path::Path, data: &std::path::Path) -> crate::FloeConfig {
+        std::fs::write(dir.join("schema.json"), r#"{"iceberg":{"schema":{"fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}}}"#).unwrap();
+        let toml = format!(
+            "[source]\ntype = \"local\"\nfolder = \"{}\"\n\n[iceberg]\ncatalog.uri = \"c.db\"\ncatalog.warehouse = \"w\"\n\n[[routes]]\ntable = \"t.e\"\nschema = \"schema.json\"\nformat = \"ndjson\"\n",
+            data.display()
+        );
+        std::fs::write(dir.join("floe.toml"), toml).unwrap();
+        crate::FloeConfig::load(&dir.join("floe.toml")).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_large_object_decoded_on_several_threads_keeps_its_order_and_bad_lines() {
+        // Large enough to be cut into many segments (and read in several chunks); every 97th
+        // record is bad, every 89th has a key in another case.
+        let mut body = String::new();
+        let mut want_bad = Vec::new();
+        let mut want_ids = Vec::new();
+        for i in 0..60_000u64 {
+            let line = i + 1;
+            if i % 97 == 5 {
+                body.push_str(&format!("{{\"id\":\"no {i}\",\"name\":\"x\"}}\n"));
+                want_bad.push(Some(line));
+            } else if i % 89 == 7 {
+                body.push_str(&format!("{{\"ID\":{i},\"Name\":\"folded\"}}\n"));
+                want_ids.push(i as i64);
+            } else {
+                body.push_str(&format!("{{\"id\":{i},\"name\":\"record number {i}\"}}\n"));
+                want_ids.push(i as i64);
+            }
+        }
+        assert!(body.len() > 4 * SEGMENT_BYTES);
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, body.as_bytes()).unwrap();
+        let gz = gz.finish().unwrap();
+        std::fs::write(data.join("big.ndjson"), &body).unwrap();
+        std::fs::write(data.join("big.ndjson.gz"), &gz).unwrap();
+        let config = ndjson_route(dir.path(), &data);
+        let route = &config.routes[0];
+        let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(&data, "b").unwrap());
+        for (name, size) in [("big.ndjson", body.len()), ("big.ndjson.gz", gz.len())] {
+            let change = ObjectChange {
+                size: Some(size as u64),
+                ..ObjectChange::created(Provider::Local, "b", name)
+            };
+            let mut keep = Keep {
+                schema: schema(DataType::Int64),
+                batches: Vec::new(),
+            };
+            let mut bad = Vec::new();
+            let mut on_bad = |b: BadRecord| {
+                bad.push(b.line);
+                Ok(())
+            };
+            let what = ChangeBytes {
+                change: &change,
+                from: None,
+                early: None,
+            };
+            let stats = read_records(&store, what, route, &mut keep, 1000, &mut on_bad, &|_| {})
+                .await
+                .unwrap();
+            assert_eq!(stats.bytes, size as u64, "{name}");
+            assert_eq!(stats.rows, want_ids.len() as u64, "{name}");
+            assert_eq!(
+                bad, want_bad,
+                "{name}: bad records at their lines, in order"
+            );
+            let ids: Vec<i64> = (keep.batches.iter())
+                .flat_map(|b| {
+                    let ids = b
+                        .column(0)
+                        .as_any()
+                        .downcast_ref::<arrow_array::Int64Array>();
+                    ids.unwrap().values().to_vec()
+                })
+                .collect();
+            assert_eq!(ids, want_ids, "{name}: rows in the object's order");
+
+            // Under `on-error = fail` the first bad record rejects the object, naming its line.
+            let what = ChangeBytes {
+                change: &change,
+                from: None,
+                early: None,
+            };
+            let mut fail = |b: BadRecord| Err(b);
+            let mut keep = Keep {
+                schema: schema(DataType::Int64),
+                batches: Vec::new(),
+            };
+            let err = read_records(&store, what, route, &mut keep, 1000, &mut fail, &|_| {})
+                .await
+                .unwrap_err();
+            assert!(
+                err.to_string().contains("record at line 6 rejected"),
+                "{err}"
+            );
+            assert!(!err.is_retryable());
         }
     }
 }

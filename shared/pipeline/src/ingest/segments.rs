@@ -1,0 +1,209 @@
+//! NDJSON objects decoded on several threads at once.
+//!
+//! Decoding JSON takes more CPU than encoding the same rows as Parquet, so with one decoder the
+//! writer waits for it. The object is cut at line ends into segments
+//! ([`floe_decode::decode::LineCutter`]), the segments are decoded by a few threads of the
+//! object's own, and their rows are handed to the writer in the object's order.
+//!
+//! ```text
+//!  body ─► cutter ─► jobs ─► decoding threads (one decoder each) ─► replies, in order ─► writer
+//!                     └──── at most `DEPTH` segments between cutter and writer ────┘
+//! ```
+//!
+//! A segment the writer has not taken yet holds its decoded rows, so the segments between the
+//! cutter and the writer are bounded; the threads are a fixed few (each thread's allocations
+//! stay in its own allocator arena, so a pool that grew to many threads would hold more memory).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, mpsc};
+
+use arrow_schema::SchemaRef;
+use floe_core::{Error, Result};
+use floe_decode::Names;
+use floe_decode::decode::{DecodedSegment, LineCutter, LineNumbers, Segment, SegmentDecoder};
+use futures::StreamExt;
+use tokio::sync::oneshot;
+
+use super::read::{Step, unreadable};
+
+/// Segments waiting for or under decoding, or decoded and waiting for the writer, per decoding
+/// thread; enough that no thread waits for the writer to take the oldest.
+const DEPTH_PER_THREAD: usize = 2;
+
+/// How the segments of one object decode: its table's schema, rows per batch and name matching.
+pub(super) struct Decoders {
+    schema: SchemaRef,
+    batch_rows: usize,
+    names: Names,
+}
+
+impl Decoders {
+    pub(super) fn new(schema: SchemaRef, batch_rows: usize, names: Names) -> Self {
+        Decoders {
+            schema,
+            batch_rows,
+            names,
+        }
+    }
+}
+
+type Reply = oneshot::Sender<Result<DecodedSegment>>;
+
+/// The decoding threads of one object; they end when it is dropped.
+struct Pool {
+    jobs: Option<mpsc::Sender<(Segment, Reply)>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Pool {
+    /// `width` threads, each with its own decoder.
+    fn start(width: usize, decoders: &Decoders) -> Result<Pool> {
+        let (jobs, queue) = mpsc::channel::<(Segment, Reply)>();
+        let queue = Arc::new(Mutex::new(queue));
+        let mut threads = Vec::with_capacity(width);
+        for _ in 0..width {
+            let mut decoder =
+                SegmentDecoder::new(decoders.schema.clone(), decoders.batch_rows, decoders.names)
+                    .map_err(unreadable)?;
+            let queue = queue.clone();
+            let thread = std::thread::Builder::new()
+                .name("floe-decode".into())
+                .spawn(move || {
+                    loop {
+                        let job = match queue.lock() {
+                            Ok(q) => q.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok((segment, reply)) = job else {
+                            return;
+                        };
+                        let _ = reply.send(decoder.decode(segment).map_err(unreadable));
+                    }
+                })
+                .map_err(|e| {
+                    Error::unexpected("failed to start a decoding thread").with_source(e)
+                })?;
+            threads.push(thread);
+        }
+        Ok(Pool {
+            jobs: Some(jobs),
+            threads,
+        })
+    }
+
+    /// Queue a segment; its decoded rows arrive on the receiver.
+    fn submit(&self, segment: Segment) -> Result<oneshot::Receiver<Result<DecodedSegment>>> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .as_ref()
+            .and_then(|jobs| jobs.send((segment, reply)).ok())
+            .ok_or_else(|| Error::unexpected("the decoding threads stopped"))?;
+        Ok(answer)
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // Closing the queue ends each thread after its segment; they are not waited for (a
+        // segment is a few milliseconds of work, and waiting here would block the runtime).
+        self.jobs = None;
+        self.threads.clear();
+    }
+}
+
+/// How many threads decode one object: the cores there are, at least two (one core still
+/// overlaps the reading and writing with decoding) and at most four.
+fn width() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4))
+}
+
+/// Read `body`, cut it into segments and decode them on the object's threads, sending the rows
+/// to the writer in the object's order; stops when the writer stops listening.
+pub(super) async fn decode(
+    mut body: floe_storage::ByteStream,
+    mut cutter: LineCutter,
+    decoders: Decoders,
+    tx: tokio::sync::mpsc::Sender<Step>,
+) {
+    let width = width();
+    let pool = match Pool::start(width, &decoders) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = tx.send(Step::Failed(e)).await;
+            return;
+        }
+    };
+    let depth = width * DEPTH_PER_THREAD;
+    let mut pending: VecDeque<oneshot::Receiver<Result<DecodedSegment>>> = VecDeque::new();
+    let mut numbers = LineNumbers::default();
+    let mut segments = Vec::new();
+    let mut bytes = 0u64;
+    loop {
+        let ended = match body.next().await {
+            Some(Ok(chunk)) => {
+                bytes += chunk.len() as u64;
+                cutter
+                    .push(chunk, &mut segments)
+                    .map_err(unreadable)
+                    .map(|()| false)
+            }
+            Some(Err(e)) => Err(e),
+            None => cutter
+                .finish(&mut segments)
+                .map_err(unreadable)
+                .map(|()| true),
+        };
+        let ended = match ended {
+            Ok(ended) => ended,
+            Err(e) => {
+                let _ = tx.send(Step::Failed(e)).await;
+                return;
+            }
+        };
+        for segment in segments.drain(..) {
+            while pending.len() >= depth {
+                if !hand_on(&mut pending, &mut numbers, &tx).await {
+                    return;
+                }
+            }
+            match pool.submit(segment) {
+                Ok(answer) => pending.push_back(answer),
+                Err(e) => {
+                    let _ = tx.send(Step::Failed(e)).await;
+                    return;
+                }
+            }
+        }
+        if ended {
+            while !pending.is_empty() {
+                if !hand_on(&mut pending, &mut numbers, &tx).await {
+                    return;
+                }
+            }
+            let _ = tx.send(Step::Read(bytes)).await;
+            return;
+        }
+        // What was read so far, for progress: without waiting for room in the channel (a
+        // full channel has rows for the writer, which says more).
+        let _ = tx.try_send(Step::Read(bytes));
+    }
+}
+
+/// Send the oldest segment's rows to the writer once decoded; false when the writer stopped
+/// listening or the segment failed (the failure sent).
+async fn hand_on(
+    pending: &mut VecDeque<oneshot::Receiver<Result<DecodedSegment>>>,
+    numbers: &mut LineNumbers,
+    tx: &tokio::sync::mpsc::Sender<Step>,
+) -> bool {
+    let Some(answer) = pending.pop_front() else {
+        return true;
+    };
+    let step = match answer.await {
+        Ok(Ok(segment)) => Step::Decoded(numbers.place(segment)),
+        Ok(Err(e)) => Step::Failed(e),
+        Err(_) => Step::Failed(Error::unexpected("a decoding thread stopped")),
+    };
+    let go_on = !matches!(step, Step::Failed(_));
+    tx.send(step).await.is_ok() && go_on
+}
