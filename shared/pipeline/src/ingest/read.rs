@@ -673,6 +673,21 @@ mod tests {
         }
     }
 
+    impl Keep {
+        /// The `id` column (a long) of the batches kept, in order.
+        fn ids(&self) -> Vec<i64> {
+            (self.batches.iter())
+                .flat_map(|b| {
+                    let ids = b
+                        .column(0)
+                        .as_any()
+                        .downcast_ref::<arrow_array::Int64Array>();
+                    ids.unwrap().values().to_vec()
+                })
+                .collect()
+        }
+    }
+
     fn schema(id: DataType) -> SchemaRef {
         Arc::new(Schema::new(vec![
             Field::new("id", id, true),
@@ -692,13 +707,7 @@ mod tests {
         for n in names {
             std::fs::write(data.join(n), body).unwrap();
         }
-        std::fs::write(dir.path().join("schema.json"), r#"{"iceberg":{"schema":{"fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}}}"#).unwrap();
-        let toml = format!(
-            "[source]\ntype = \"local\"\nfolder = \"{}\"\n\n[iceberg]\ncatalog.uri = \"c.db\"\ncatalog.warehouse = \"w\"\n\n[[routes]]\ntable = \"t.e\"\nschema = \"schema.json\"\nformat = \"ndjson\"\n",
-            data.display()
-        );
-        std::fs::write(dir.path().join("floe.toml"), toml).unwrap();
-        let config = crate::FloeConfig::load(&dir.path().join("floe.toml")).unwrap();
+        let config = ndjson_route(dir.path(), &data);
         let route = &config.routes[0];
         let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(&data, "b").unwrap());
         let changes: Vec<ObjectChange> = (names.iter())
@@ -752,16 +761,7 @@ mod tests {
             [Some(2)],
             "the record whose id is an object is no long"
         );
-        let ids: Vec<i64> = (keep.batches.iter())
-            .flat_map(|b| {
-                let ids = b
-                    .column(0)
-                    .as_any()
-                    .downcast_ref::<arrow_array::Int64Array>();
-                ids.unwrap().values().to_vec()
-            })
-            .collect();
-        assert_eq!(ids, [1, 3]);
+        assert_eq!(keep.ids(), [1, 3]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -853,16 +853,7 @@ mod tests {
                 bad, want_bad,
                 "{name}: bad records at their lines, in order"
             );
-            let ids: Vec<i64> = (keep.batches.iter())
-                .flat_map(|b| {
-                    let ids = b
-                        .column(0)
-                        .as_any()
-                        .downcast_ref::<arrow_array::Int64Array>();
-                    ids.unwrap().values().to_vec()
-                })
-                .collect();
-            assert_eq!(ids, want_ids, "{name}: rows in the object's order");
+            assert_eq!(keep.ids(), want_ids, "{name}: rows in the object's order");
 
             // Under `on-error = fail` the first bad record rejects the object, naming its line.
             let what = ChangeBytes {
