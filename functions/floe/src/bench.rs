@@ -9,6 +9,10 @@
 //! - the per-object cost: `floe run` over 500 and over 50,000 objects of 1 KiB, less a run over
 //!   an empty folder (process start, catalog and checkpoint open; median of three), per object.
 //!
+//! Each case runs `--runs` rounds (default 3), the tools one after the other in each round, and
+//! its figures are medians over the rounds: on a shared host the machine's speed drifts from
+//! minute to minute, and one run of each tool would compare two different machines.
+//!
 //! Every run is a child process; wall time is measured here, peak memory is the child's own
 //! high-water mark (VmHWM / getrusage) as it reports it.
 
@@ -220,17 +224,61 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
         small.len(),
         args.small_kib
     );
-    println!(
-        "{:<22} {:<26} {:>11} {:>15} {:>14}   ratios to floe",
-        "case", "run", "wall", "throughput", "memory"
-    );
 
-    // (a) one large object.
-    let floe_big = run_floe(
-        &exe,
-        &root.join("runs/floe-big"),
-        &big.parent().map(Path::to_path_buf).unwrap_or_default(),
-    )?;
+    // Rounds of every run, one after the other, so that a machine whose speed drifts (a
+    // shared host) weighs on each tool alike; each figure is the median over the rounds.
+    let folder = big.parent().map(Path::to_path_buf).unwrap_or_default();
+    let raw_out = root.join("runs/raw.parquet");
+    let mut rounds: Vec<[Option<Measured>; 5]> = Vec::new();
+    for round in 0..args.runs {
+        if args.runs > 1 {
+            println!("round {} of {}", round + 1, args.runs);
+        }
+        let floe_big = run_floe(&exe, &root.join("runs/floe-big"), &folder)?;
+        let mut cmd = Command::new(&exe);
+        cmd.arg("bench-raw")
+            .arg(&big)
+            .arg(&raw_out)
+            .env("FLOE_PEAK_RSS", "1");
+        let raw = measure(cmd, "one-thread floor")?;
+        let py_big = match &args.python {
+            Some(py) => Some(run_python(
+                py,
+                &script,
+                &root.join("runs/py-big"),
+                std::slice::from_ref(&big),
+            )?),
+            None => None,
+        };
+        let floe_small = run_floe(&exe, &root.join("runs/floe-small"), &small_dir)?;
+        let py_small = match &args.python {
+            Some(py) => Some(run_python(
+                py,
+                &script,
+                &root.join("runs/py-small"),
+                &small,
+            )?),
+            None => None,
+        };
+        rounds.push([
+            Some(floe_big),
+            Some(raw),
+            py_big,
+            Some(floe_small),
+            py_small,
+        ]);
+    }
+    let mut medians =
+        (0..5).map(|case| median(rounds.iter_mut().filter_map(|r| r[case].take()).collect()));
+    let mut next = || medians.next().flatten();
+    let (floe_big, raw, py_big, floe_small, py_small) = (next(), next(), next(), next(), next());
+    let (Some(floe_big), Some(raw), Some(floe_small)) = (floe_big, raw, floe_small) else {
+        return Err(Error::unexpected("the benchmark made no runs"));
+    };
+    println!(
+        "\n{:<22} {:<26} {:>11} {:>15} {:>14}   ratios to floe (medians of {} rounds)",
+        "case", "run", "wall", "throughput", "memory", args.runs
+    );
     row(
         "1 large object",
         "floe run",
@@ -238,13 +286,6 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
         big_bytes,
         &floe_big,
     );
-    let raw_out = root.join("runs/raw.parquet");
-    let mut cmd = Command::new(&exe);
-    cmd.arg("bench-raw")
-        .arg(&big)
-        .arg(&raw_out)
-        .env("FLOE_PEAK_RSS", "1");
-    let raw = measure(cmd, "one-thread floor")?;
     row(
         "1 large object",
         "decode+parquet, 1 thread",
@@ -252,15 +293,6 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
         big_bytes,
         &floe_big,
     );
-    let py_big = match &args.python {
-        Some(py) => Some(run_python(
-            py,
-            &script,
-            &root.join("runs/py-big"),
-            std::slice::from_ref(&big),
-        )?),
-        None => None,
-    };
     if let Some(m) = &py_big {
         row(
             "1 large object",
@@ -270,9 +302,6 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
             &floe_big,
         );
     }
-
-    // (b) a batch of small objects, process start included.
-    let floe_small = run_floe(&exe, &root.join("runs/floe-small"), &small_dir)?;
     row(
         "500 small objects",
         "floe run",
@@ -280,15 +309,6 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
         small_bytes,
         &floe_small,
     );
-    let py_small = match &args.python {
-        Some(py) => Some(run_python(
-            py,
-            &script,
-            &root.join("runs/py-small"),
-            &small,
-        )?),
-        None => None,
-    };
     if let Some(m) = &py_small {
         row(
             "500 small objects",
@@ -338,6 +358,25 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
         per_object_cost(&exe, &root, args.small, args.flat, args.flat_kib)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run of median wall time among `runs`, its `decode_s=` / `encode_s=` figures replaced
+/// by their own medians (`None` without runs).
+fn median(mut runs: Vec<Measured>) -> Option<Measured> {
+    if runs.is_empty() {
+        return None;
+    }
+    let figure = |runs: &[Measured], name: &str| {
+        let mut v: Vec<f64> = runs.iter().map(|m| m.seconds(name)).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (decode, encode) = (figure(&runs, "decode_s="), figure(&runs, "encode_s="));
+    runs.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));
+    let mut mid = runs.swap_remove(runs.len() / 2);
+    // First, so that `seconds` finds them before the run's own.
+    mid.text = format!("decode_s={decode} encode_s={encode} {}", mid.text);
+    Some(mid)
 }
 
 /// Read `path` through, so that it is in the page cache.

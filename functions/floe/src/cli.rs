@@ -119,6 +119,10 @@ pub struct BenchArgs {
     /// The baseline script.
     #[arg(long, default_value = "bench/pyiceberg_baseline.py")]
     pub script: PathBuf,
+    /// Rounds of the large-object and small-objects cases: each round runs floe, the floor and
+    /// the baseline one after the other, and each figure is the median over the rounds.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=99))]
+    pub runs: u32,
 }
 
 #[derive(Debug, Args)]
