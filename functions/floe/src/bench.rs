@@ -229,19 +229,22 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
     // shared host) weighs on each tool alike; each figure is the median over the rounds.
     let folder = big.parent().map(Path::to_path_buf).unwrap_or_default();
     let raw_out = root.join("runs/raw.parquet");
-    let mut rounds: Vec<[Option<Measured>; 5]> = Vec::new();
+    // Per case, one run a round: floe and the floor on the large object, floe on the small
+    // ones, and the baseline on each when there is a python.
+    let (mut floe_bigs, mut raws, mut py_bigs, mut floe_smalls, mut py_smalls) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..args.runs {
         if args.runs > 1 {
             println!("round {} of {}", round + 1, args.runs);
         }
-        let floe_big = run_floe(&exe, &root.join("runs/floe-big"), &folder)?;
+        floe_bigs.push(run_floe(&exe, &root.join("runs/floe-big"), &folder)?);
         let mut cmd = Command::new(&exe);
         cmd.arg("bench-raw")
             .arg(&big)
             .arg(&raw_out)
             .env("FLOE_PEAK_RSS", "1");
-        let raw = measure(cmd, "one-thread floor")?;
-        let py_big = match &args.python {
+        raws.push(measure(cmd, "one-thread floor")?);
+        py_bigs.extend(match &args.python {
             Some(py) => Some(run_python(
                 py,
                 &script,
@@ -249,9 +252,9 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
                 std::slice::from_ref(&big),
             )?),
             None => None,
-        };
-        let floe_small = run_floe(&exe, &root.join("runs/floe-small"), &small_dir)?;
-        let py_small = match &args.python {
+        });
+        floe_smalls.push(run_floe(&exe, &root.join("runs/floe-small"), &small_dir)?);
+        py_smalls.extend(match &args.python {
             Some(py) => Some(run_python(
                 py,
                 &script,
@@ -259,20 +262,12 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
                 &small,
             )?),
             None => None,
-        };
-        rounds.push([
-            Some(floe_big),
-            Some(raw),
-            py_big,
-            Some(floe_small),
-            py_small,
-        ]);
+        });
     }
-    let mut medians =
-        (0..5).map(|case| median(rounds.iter_mut().filter_map(|r| r[case].take()).collect()));
-    let mut next = || medians.next().flatten();
-    let (floe_big, raw, py_big, floe_small, py_small) = (next(), next(), next(), next(), next());
-    let (Some(floe_big), Some(raw), Some(floe_small)) = (floe_big, raw, floe_small) else {
+    let (py_big, py_small) = (median(py_bigs), median(py_smalls));
+    let (Some(floe_big), Some(raw), Some(floe_small)) =
+        (median(floe_bigs), median(raws), median(floe_smalls))
+    else {
         return Err(Error::unexpected("the benchmark made no runs"));
     };
     println!(

@@ -37,18 +37,6 @@ pub struct Segment {
     cut_record: bool,
 }
 
-impl Segment {
-    /// Bytes in the segment.
-    pub fn len(&self) -> usize {
-        self.chunks.iter().map(Bytes::len).sum()
-    }
-
-    /// Whether the segment holds no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.chunks.iter().all(Bytes::is_empty)
-    }
-}
-
 /// Cuts an object's bytes (decompressing them first when they are compressed) into segments of
 /// about `target` bytes ending at line ends.
 pub struct LineCutter {

@@ -688,6 +688,37 @@ mod tests {
         }
     }
 
+    /// [`read_records`] into a [`Keep`] of `sink`, bad records taken: what was kept, the bad
+    /// records' lines, and the stats.
+    async fn read_keeping(
+        store: &Arc<dyn ObjectStore>,
+        what: ChangeBytes<'_>,
+        route: &RouteConfig,
+        sink: SchemaRef,
+        batch_rows: usize,
+    ) -> (Keep, Vec<Option<u64>>, Result<ObjectStats>) {
+        let mut keep = Keep {
+            schema: sink,
+            batches: Vec::new(),
+        };
+        let mut bad = Vec::new();
+        let mut on_bad = |b: BadRecord| {
+            bad.push(b.line);
+            Ok(())
+        };
+        let stats = read_records(
+            store,
+            what,
+            route,
+            &mut keep,
+            batch_rows,
+            &mut on_bad,
+            &|_| {},
+        )
+        .await;
+        (keep, bad, stats)
+    }
+
     fn schema(id: DataType) -> SchemaRef {
         Arc::new(Schema::new(vec![
             Field::new("id", id, true),
@@ -730,23 +761,13 @@ mod tests {
         drop(window.take(0));
         let early = window.take(1);
         assert!(early.is_some());
-        let mut keep = Keep {
-            schema: sink,
-            batches: Vec::new(),
-        };
-        let mut bad = Vec::new();
-        let mut on_bad = |b: BadRecord| {
-            bad.push(b.line);
-            Ok(())
-        };
         let what = ChangeBytes {
             change: &changes[1],
             from: None,
             early,
         };
-        let stats = read_records(&store, what, route, &mut keep, 100, &mut on_bad, &|_| {})
-            .await
-            .unwrap();
+        let (keep, bad, stats) = read_keeping(&store, what, route, sink, 100).await;
+        let stats = stats.unwrap();
         assert_eq!(stats.bytes, body.len() as u64);
         assert_eq!(stats.rows + stats.bad, 3);
         (keep, bad)
@@ -830,23 +851,14 @@ mod tests {
                 size: Some(size as u64),
                 ..ObjectChange::created(Provider::Local, "b", name)
             };
-            let mut keep = Keep {
-                schema: schema(DataType::Int64),
-                batches: Vec::new(),
-            };
-            let mut bad = Vec::new();
-            let mut on_bad = |b: BadRecord| {
-                bad.push(b.line);
-                Ok(())
-            };
             let what = ChangeBytes {
                 change: &change,
                 from: None,
                 early: None,
             };
-            let stats = read_records(&store, what, route, &mut keep, 1000, &mut on_bad, &|_| {})
-                .await
-                .unwrap();
+            let (keep, bad, stats) =
+                read_keeping(&store, what, route, schema(DataType::Int64), 1000).await;
+            let stats = stats.unwrap();
             assert_eq!(stats.bytes, size as u64, "{name}");
             assert_eq!(stats.rows, want_ids.len() as u64, "{name}");
             assert_eq!(

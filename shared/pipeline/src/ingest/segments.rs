@@ -49,10 +49,11 @@ impl Decoders {
 
 type Reply = oneshot::Sender<Result<DecodedSegment>>;
 
-/// The decoding threads of one object; they end when it is dropped.
+/// The decoding threads of one object. Dropping it closes their queue: each ends after its
+/// segment (they are not waited for: a segment is a few milliseconds of work, and waiting
+/// would block the runtime).
 struct Pool {
-    jobs: Option<mpsc::Sender<(Segment, Reply)>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    jobs: mpsc::Sender<(Segment, Reply)>,
 }
 
 impl Pool {
@@ -60,13 +61,12 @@ impl Pool {
     fn start(width: usize, decoders: &Decoders) -> Result<Pool> {
         let (jobs, queue) = mpsc::channel::<(Segment, Reply)>();
         let queue = Arc::new(Mutex::new(queue));
-        let mut threads = Vec::with_capacity(width);
         for _ in 0..width {
             let mut decoder =
                 SegmentDecoder::new(decoders.schema.clone(), decoders.batch_rows, decoders.names)
                     .map_err(unreadable)?;
             let queue = queue.clone();
-            let thread = std::thread::Builder::new()
+            std::thread::Builder::new()
                 .name("floe-decode".into())
                 .spawn(move || {
                     loop {
@@ -83,31 +83,17 @@ impl Pool {
                 .map_err(|e| {
                     Error::unexpected("failed to start a decoding thread").with_source(e)
                 })?;
-            threads.push(thread);
         }
-        Ok(Pool {
-            jobs: Some(jobs),
-            threads,
-        })
+        Ok(Pool { jobs })
     }
 
     /// Queue a segment; its decoded rows arrive on the receiver.
     fn submit(&self, segment: Segment) -> Result<oneshot::Receiver<Result<DecodedSegment>>> {
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .as_ref()
-            .and_then(|jobs| jobs.send((segment, reply)).ok())
-            .ok_or_else(|| Error::unexpected("the decoding threads stopped"))?;
+            .send((segment, reply))
+            .map_err(|_| Error::unexpected("the decoding threads stopped"))?;
         Ok(answer)
-    }
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        // Closing the queue ends each thread after its segment; they are not waited for (a
-        // segment is a few milliseconds of work, and waiting here would block the runtime).
-        self.jobs = None;
-        self.threads.clear();
     }
 }
 
