@@ -10,6 +10,12 @@
 //! reading are cancelled (a local file's read, on a blocking thread, is not stopped once
 //! started: it is short).
 //!
+//! Local files cost no wait, only the CPU that reads and decodes them: they are read in runs
+//! of [`LOCAL_RUN`] consecutive objects, one blocking thread a run, one run a core. Handing
+//! each file to a thread of its own wakes a thread per file, and that wake, not the reading,
+//! was most of a small file's cost; more files at once than cores would only share the cores,
+//! the file the writer waits for, first in line, decoded no sooner than the rest.
+//!
 //! Once the writer of an object's table is open, its schema is known and the fetch decodes the
 //! object too (up to [`DECODE_AHEAD_BYTES`]): JSON parsing is most of a small object's cost,
 //! and so it runs on the other core, several objects at once, while the writer encodes the
@@ -39,6 +45,11 @@ pub(crate) const MAX_OBJECT_BYTES: u64 = 4 << 20;
 const MAX_AHEAD: usize = 8;
 /// ...holding at most this many bytes between them.
 const MAX_AHEAD_BYTES: u64 = 16 << 20;
+/// Local files are read this many to a run (see the module doc)...
+const LOCAL_RUN: usize = 8;
+/// ...and at most this many runs at once: one a core.
+static LOCAL_RUNS: std::sync::LazyLock<usize> =
+    std::sync::LazyLock::new(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
 /// Objects up to this size are decoded by their fetch (see the module doc).
 pub(crate) const DECODE_AHEAD_BYTES: u64 = 1 << 20;
 
@@ -58,6 +69,11 @@ impl Candidate {
     /// The bytes its fetch holds (a candidate's size is known; see [`worth_reading_ahead`]).
     fn size(&self) -> u64 {
         self.change.size.unwrap_or(MAX_OBJECT_BYTES)
+    }
+
+    /// Whether it is a local file (read in runs, see the module doc).
+    fn is_local(&self) -> bool {
+        self.store.local_path(&self.change.key).is_some()
     }
 }
 
@@ -121,7 +137,23 @@ struct DecodeAs {
     names: Names,
 }
 
-pub(crate) type Fetch = JoinHandle<Result<Fetched>>;
+/// A fetch started ahead: a task of its own, or a place in a run of local files. Dropping it
+/// cancels it (a file of a run not yet read is skipped; one being read is not stopped: it is
+/// short).
+pub(crate) struct Fetch(Ahead);
+
+enum Ahead {
+    Task(JoinHandle<Result<Fetched>>),
+    InRun(tokio::sync::oneshot::Receiver<Result<Fetched>>),
+}
+
+impl Drop for Fetch {
+    fn drop(&mut self) {
+        if let Ahead::Task(task) = &self.0 {
+            task.abort();
+        }
+    }
+}
 
 /// The read-ahead window over a batch's objects, taken in the order given.
 #[derive(Default)]
@@ -173,9 +205,7 @@ impl Prefetch {
     /// asked for (set aside unread) are dropped, and the window moves on.
     pub(crate) fn take(&mut self, idx: usize) -> Option<Fetch> {
         while self.running.front().is_some_and(|(i, _, _)| *i < idx) {
-            if let Some((_, _, f)) = self.running.pop_front() {
-                f.abort();
-            }
+            self.running.pop_front();
         }
         while self.waiting.front().is_some_and(|c| c.idx < idx) {
             self.waiting.pop_front();
@@ -190,59 +220,102 @@ impl Prefetch {
         mine
     }
 
-    /// Start fetches until the window is full.
+    /// The bytes the running fetches hold.
+    fn held(&self) -> u64 {
+        self.running.iter().map(|(_, s, _)| s).sum()
+    }
+
+    /// Start fetches until the window is full. An empty window starts one whatever its size.
     fn fill(&mut self) {
         loop {
-            let held: u64 = self.running.iter().map(|(_, s, _)| s).sum();
-            let Some(next) = self.waiting.front().map(Candidate::size) else {
+            let Some(next) = self.waiting.front() else {
                 return;
             };
-            if self.running.len() >= MAX_AHEAD
-                || (!self.running.is_empty() && held + next > MAX_AHEAD_BYTES)
-            {
-                return;
+            let over = self.held() + next.size() > MAX_AHEAD_BYTES;
+            if !self.running.is_empty() {
+                // A run starts only when it can be whole (or the last): runs of one, each a
+                // thread woken, would be no better than a thread a file.
+                let room = if next.is_local() {
+                    let free = (LOCAL_RUN * *LOCAL_RUNS).saturating_sub(self.running.len());
+                    free >= LOCAL_RUN.min(self.waiting.len())
+                } else {
+                    self.running.len() < MAX_AHEAD
+                };
+                if !room || over {
+                    return;
+                }
             }
-            self.start_one();
+            if next.is_local() {
+                self.start_run();
+            } else {
+                self.start_one();
+            }
         }
     }
 
+    /// How the fetch of `c` decodes it.
+    fn plan(&self, c: &Candidate) -> Option<DecodeAs> {
+        (self.decode.get(&c.slot).cloned()).filter(|_| c.size() <= DECODE_AHEAD_BYTES)
+    }
+
+    /// Fetch the next candidate in a task of its own.
     fn start_one(&mut self) {
         let Some(c) = self.waiting.pop_front() else {
             return;
         };
-        let (idx, size) = (c.idx, c.size());
-        let plan = (self.decode.get(&c.slot).cloned()).filter(|_| size <= DECODE_AHEAD_BYTES);
-        let fetch = if c.store.local_path(&c.change.key).is_some() {
-            // A local file: read (and decoded) on a blocking thread, in one hand-off rather
-            // than a task whose read hands off to a blocking thread and back (each hand-off
-            // wakes a thread: most of a small file's cost).
-            tokio::task::spawn_blocking(move || {
-                let (meta, chunks) = match get_change_blocking(&c.store, &c.change) {
-                    Some(got) => {
-                        let (meta, chunks) = got?;
-                        (meta, chunks.into_iter().map(Ok).collect())
-                    }
-                    None => tokio::runtime::Handle::current()
-                        .block_on(fetch_whole(&c.store, &c.change))?,
-                };
-                Ok(fetched_as(&c, meta, chunks, plan))
-            })
-        } else {
-            tokio::spawn(async move {
-                let (meta, chunks) = fetch_whole(&c.store, &c.change).await?;
-                Ok(fetched_as(&c, meta, chunks, plan))
-            })
-        };
-        self.running.push_back((idx, size, fetch));
+        let (idx, size, plan) = (c.idx, c.size(), self.plan(&c));
+        let fetch = tokio::spawn(async move {
+            let (meta, chunks) = fetch_whole(&c.store, &c.change).await?;
+            Ok(fetched_as(&c, meta, chunks, plan))
+        });
+        self.running
+            .push_back((idx, size, Fetch(Ahead::Task(fetch))));
+    }
+
+    /// Read the next local files, up to [`LOCAL_RUN`] of them and within the window's bytes,
+    /// one after the other on a blocking thread (see the module doc).
+    fn start_run(&mut self) {
+        let mut run = Vec::with_capacity(LOCAL_RUN);
+        let mut held = self.held();
+        while let Some(c) = self.waiting.front() {
+            let first = run.is_empty() && self.running.is_empty();
+            if run.len() == LOCAL_RUN
+                || !c.is_local()
+                || (!first && held + c.size() > MAX_AHEAD_BYTES)
+            {
+                break;
+            }
+            let Some(c) = self.waiting.pop_front() else {
+                break;
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            held += c.size();
+            self.running
+                .push_back((c.idx, c.size(), Fetch(Ahead::InRun(rx))));
+            let plan = self.plan(&c);
+            run.push((c, plan, tx));
+        }
+        tokio::task::spawn_blocking(move || {
+            for (c, plan, tx) in run {
+                if tx.is_closed() {
+                    continue;
+                }
+                let _ = tx.send(read_local(&c, plan));
+            }
+        });
     }
 }
 
-impl Drop for Prefetch {
-    fn drop(&mut self) {
-        for (_, _, f) in &self.running {
-            f.abort();
+/// A local file read (and decoded) on the calling, blocking thread.
+fn read_local(c: &Candidate, plan: Option<DecodeAs>) -> Result<Fetched> {
+    let (meta, chunks) = match get_change_blocking(&c.store, &c.change) {
+        Some(got) => {
+            let (meta, chunks) = got?;
+            (meta, chunks.into_iter().map(Ok).collect())
         }
-    }
+        None => tokio::runtime::Handle::current().block_on(fetch_whole(&c.store, &c.change))?,
+    };
+    Ok(fetched_as(c, meta, chunks, plan))
 }
 
 /// The object as [`get_change`] answers it, its body read to the end (held as the chunks
@@ -311,18 +384,13 @@ fn decode_ahead(
 }
 
 /// The answer of a fetch started ahead. A wait given up (the object's read timed out, the
-/// batch stopped) cancels the fetch: dropping a task's handle alone would leave it running.
-pub(crate) async fn fetched(fetch: Fetch) -> Result<Fetched> {
-    struct CancelOnDrop(tokio::task::AbortHandle);
-    impl Drop for CancelOnDrop {
-        fn drop(&mut self) {
-            self.0.abort();
-        }
+/// batch stopped) cancels the fetch (see [`Fetch`]).
+pub(crate) async fn fetched(mut fetch: Fetch) -> Result<Fetched> {
+    let failed = |e: String| Error::unexpected(format!("object read-ahead task failed: {e}"));
+    match &mut fetch.0 {
+        Ahead::Task(task) => task.await.map_err(|e| failed(e.to_string()))?,
+        Ahead::InRun(rx) => rx.await.map_err(|e| failed(e.to_string()))?,
     }
-    let _cancel = CancelOnDrop(fetch.abort_handle());
-    fetch
-        .await
-        .map_err(|e| Error::unexpected(format!("object read-ahead task failed: {e}")))?
 }
 
 #[cfg(test)]
@@ -469,6 +537,67 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn local_files_are_read_in_runs_each_decoded_in_its_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(dir.path(), "b").unwrap());
+        let n = 3 * LOCAL_RUN * *LOCAL_RUNS + 3;
+        let candidates: Vec<Candidate> = (0..n)
+            .map(|i| {
+                let key = format!("o{i:03}.ndjson");
+                std::fs::write(dir.path().join(&key), format!("{{\"id\":{i}}}\n")).unwrap();
+                Candidate {
+                    idx: i,
+                    store: store.clone(),
+                    change: ObjectChange {
+                        size: Some(10),
+                        ..ObjectChange::created(Provider::Local, "b", key)
+                    },
+                    slot: "t".into(),
+                    declared: None,
+                }
+            })
+            .collect();
+        let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "id",
+            arrow_schema::DataType::Int64,
+            true,
+        )]));
+        let mut window = Prefetch::new(candidates);
+        window.decode_for("t", &schema, 100, Names::default());
+        let first = window.take(0).unwrap();
+        assert_eq!(
+            window.running.len() + 1,
+            LOCAL_RUN * *LOCAL_RUNS,
+            "a run a core, whole runs only"
+        );
+        let mut seen = vec![fetched(first).await.unwrap()];
+        // Objects passed over (1 and 2) are dropped unread; the rest come in order, each
+        // decoded to its own rows.
+        for i in 3..n {
+            let fetch = window.take(i).expect("every later object is read ahead");
+            seen.push(fetched(fetch).await.unwrap());
+            assert!(
+                window.running.len() <= LOCAL_RUN * *LOCAL_RUNS,
+                "never more than a run a core"
+            );
+        }
+        assert!(window.take(n).is_none());
+        let ids: Vec<i64> = seen
+            .iter()
+            .map(|f| {
+                let d = f.decoded.as_ref().expect("decoded by its fetch");
+                let rows: Vec<_> = d.outputs.iter().flat_map(|o| &o.batches).collect();
+                let ids = rows[0].column(0).as_any();
+                ids.downcast_ref::<arrow_array::Int64Array>()
+                    .unwrap()
+                    .value(0)
+            })
+            .collect();
+        let want: Vec<i64> = std::iter::once(0).chain(3..n as i64).collect();
+        assert_eq!(ids, want);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_window_holds_no_more_than_its_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let (store, candidates) = objects(dir.path(), 10, 3 << 20);
@@ -486,7 +615,10 @@ mod tests {
         let (store, candidates) = objects(dir.path(), 1, 10);
         let mut window = Prefetch::new(candidates);
         let fetch = window.take(0).unwrap();
-        let probe = fetch.abort_handle();
+        let Ahead::Task(task) = &fetch.0 else {
+            panic!("a store of no local files: a task a fetch")
+        };
+        let probe = task.abort_handle();
         let waited =
             tokio::time::timeout(std::time::Duration::from_millis(20), fetched(fetch)).await;
         assert!(waited.is_err(), "the gate is shut: the wait times out");
