@@ -297,8 +297,9 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
             &floe_big,
         );
     }
+    let small_case = format!("{} small objects", small.len());
     row(
-        "500 small objects",
+        &small_case,
         "floe run",
         &floe_small,
         small_bytes,
@@ -306,7 +307,7 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
     );
     if let Some(m) = &py_small {
         row(
-            "500 small objects",
+            &small_case,
             "pyarrow + pyiceberg",
             m,
             small_bytes,
