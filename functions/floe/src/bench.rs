@@ -6,6 +6,9 @@
 //!   Parquet writer, no Iceberg: `floe bench-raw`), and pyarrow + pyiceberg
 //!   (`bench/pyiceberg_baseline.py`);
 //! - one batch of 500 small NDJSON objects: `floe run` and pyiceberg, process start included;
+//! - where the small objects' time goes: their run and one over a single object of the same
+//!   bytes, phase by phase from each run's own log, and what each object adds to each phase
+//!   ([`phases`]);
 //! - the per-object cost: `floe run` over 500 and over 50,000 objects of 1 KiB, less a run over
 //!   an empty folder (process start, catalog and checkpoint open; median of three), per object.
 //!
@@ -25,6 +28,8 @@ use std::time::Instant;
 use floe_core::{Error, Result};
 
 use crate::cli::{BenchArgs, BenchRawArgs};
+
+mod phases;
 
 const SCHEMA: &str = r#"{"iceberg":{"schema":{"fields":[
   {"name":"id","type":"long","required":true},
@@ -350,6 +355,7 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode> {
         small.len(),
         floe_small.wall_s * 1e6 / small.len().max(1) as f64
     );
+    phases::per_object_phases(&exe, &root, &small, args.runs)?;
     if args.flat > 0 {
         per_object_cost(&exe, &root, args.small, args.flat, args.flat_kib)?;
     }

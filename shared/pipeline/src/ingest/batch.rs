@@ -67,6 +67,7 @@ impl Pipeline {
         self.faults.hit("ingest.after-batch-open").await;
         let mut claimed = self.claim_all(&mut run, &routed).await?;
         self.faults.hit("ingest.after-claim").await;
+        tracing::info!(batch = %run.batch, changes = routed.len(), claimed = claimed.len(), "objects claimed");
 
         // Read and write; an object given back restarts the batch's writing without it.
         let slots = loop {
