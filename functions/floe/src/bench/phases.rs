@@ -19,7 +19,7 @@ use super::{floe_config, fresh, io};
 const PHASES: [(&str, &str); 7] = [
     (
         "objects claimed",
-        "start, configuration, checkpoint and catalog opened, listing, claims written",
+        "start, config, checkpoint and catalog opened, list, claims",
     ),
     ("table created", "the table created (a fresh one each run)"),
     (
