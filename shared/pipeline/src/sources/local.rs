@@ -39,49 +39,62 @@ impl Pipeline {
         };
         let probe = ObjectChange::created(Provider::Local, bucket.clone(), "");
         let store = self.stores.store(&probe)?;
-        let mut known: HashMap<String, ObjRecord> = self
-            .checkpoint
-            .scan_json::<ObjRecord>(&obj_prefix(bucket))
-            .await?
-            .into_iter()
-            .map(|(_, r, _)| (r.key.clone(), r))
-            .collect();
-        let mut scan = Scan::default();
-        let scanned: Vec<&str> = if prefixes.is_empty() {
-            vec![""]
-        } else {
-            prefixes.iter().map(String::as_str).collect()
+        // The records of what was seen before and the listing of what is there now are read
+        // at the same time: one waits on the checkpoint table, the other on the folder.
+        let records = async {
+            let records = (self.checkpoint)
+                .scan_json::<ObjRecord>(&obj_prefix(bucket))
+                .await?;
+            Ok::<HashMap<String, ObjRecord>, floe_core::Error>(
+                records
+                    .into_iter()
+                    .map(|(_, r, _)| (r.key.clone(), r))
+                    .collect(),
+            )
         };
-        for prefix in scanned {
-            let mut token = None;
-            loop {
-                // A local listing walks the whole folder per page: ask for everything at once.
-                let page = store.list(prefix, token.as_deref(), usize::MAX).await?;
-                for meta in page.objects {
-                    let seen = known.remove(&meta.key);
-                    let landed = seen.as_ref().is_some_and(|r| {
-                        r.operation == Operation::Created
-                            && r.etag == meta.etag
-                            && !matches!(r.state, ObjState::Claimed { .. })
-                    });
-                    if landed {
-                        scan.unchanged += 1;
-                        continue;
+        let listing = async {
+            let scanned: Vec<&str> = if prefixes.is_empty() {
+                vec![""]
+            } else {
+                prefixes.iter().map(String::as_str).collect()
+            };
+            let mut objects = Vec::new();
+            for prefix in scanned {
+                let mut token = None;
+                loop {
+                    // A local listing walks the whole folder per page: ask for everything at
+                    // once.
+                    let page = store.list(prefix, token.as_deref(), usize::MAX).await?;
+                    objects.extend(page.objects);
+                    match page.next_token {
+                        Some(t) => token = Some(t),
+                        None => break,
                     }
-                    scan.changes.push(ObjectChange {
-                        event_time: meta.last_modified,
-                        size: Some(meta.size),
-                        etag: meta.etag.clone(),
-                        key: meta.key.clone(),
-                        event_name: "ObjectCreated:Put".into(),
-                        ..probe.clone()
-                    });
-                }
-                match page.next_token {
-                    Some(t) => token = Some(t),
-                    None => break,
                 }
             }
+            Ok(objects)
+        };
+        let (mut known, listed) = tokio::try_join!(records, listing)?;
+        let mut scan = Scan::default();
+        for meta in listed {
+            let seen = known.remove(&meta.key);
+            let landed = seen.as_ref().is_some_and(|r| {
+                r.operation == Operation::Created
+                    && r.etag == meta.etag
+                    && !matches!(r.state, ObjState::Claimed { .. })
+            });
+            if landed {
+                scan.unchanged += 1;
+                continue;
+            }
+            scan.changes.push(ObjectChange {
+                event_time: meta.last_modified,
+                size: Some(meta.size),
+                etag: meta.etag.clone(),
+                key: meta.key.clone(),
+                event_name: "ObjectCreated:Put".into(),
+                ..probe.clone()
+            });
         }
         // Seen before, gone now: removed (unless already recorded as removed, or outside the
         // scanned prefixes). A removal whose claim never staged (a crash) is offered again.
