@@ -456,6 +456,67 @@ async fn with_auto_create_off_a_missing_table_is_not_created_and_its_objects_wai
     assert_eq!(ids(&catalog).await, (1..=9).collect::<Vec<i64>>());
 }
 
+/// A batch's tables are loaded, or created, while its objects are claimed; only for changes
+/// that will write rows. A removal under `on-change = replace` writes none (the committer
+/// deletes what the object landed), and an object over `max-object-bytes` is set aside
+/// unread: a batch of such changes alone creates no table, as when tables were had object by
+/// object.
+#[tokio::test]
+async fn changes_that_write_no_rows_create_no_table_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    write_bucket(dir.path());
+    std::fs::write(
+        dir.path().join("events.schema.json"),
+        r#"{"fields":[{"name":"id","type":"long"},{"name":"v","type":"string"}]}"#,
+    )
+    .unwrap();
+    let catalog = local_catalog(dir.path()).await;
+    let text = CONFIG
+        .replace("[ingest]\n", "[ingest]\nmax-object-bytes = 10\n")
+        .replace(
+            "suffix = \".ndjson\"",
+            "suffix = \".ndjson\"\nschema = \"events.schema.json\"",
+        );
+    let p = pipeline_of(&text, dir.path(), &catalog, Faults::default()).await;
+    let ident = TableIdent::from_strs(["t", "events"]).unwrap();
+    let removed = floe_core::ObjectChange {
+        operation: floe_core::Operation::Removed,
+        event_name: "ObjectRemoved:Delete".into(),
+        ..floe_core::ObjectChange::created(floe_core::Provider::Local, "b", "gone.ndjson")
+    };
+    let too_large = floe_core::ObjectChange {
+        size: Some(
+            std::fs::metadata(dir.path().join("bucket/a.ndjson"))
+                .unwrap()
+                .len(),
+        ),
+        ..floe_core::ObjectChange::created(floe_core::Provider::Local, "b", "a.ndjson")
+    };
+    let report = p.ingest(&[removed, too_large]).await.unwrap();
+    assert!(
+        matches!(report.outcomes[0], Outcome::Staged),
+        "the removal is staged for the committer: {report:?}"
+    );
+    assert!(
+        matches!(report.outcomes[1], Outcome::DeadLettered(_)),
+        "the large object is set aside: {report:?}"
+    );
+    assert!(
+        !catalog.table_exists(&ident).await.unwrap(),
+        "a table was created for changes that write no rows"
+    );
+
+    // An object that writes rows has its table created, ahead, and lands in it.
+    let small = floe_core::ObjectChange {
+        size: Some(5),
+        ..floe_core::ObjectChange::created(floe_core::Provider::Local, "b", "c.ndjson")
+    };
+    let report = p.ingest(&[small]).await.unwrap();
+    assert!(matches!(report.outcomes[0], Outcome::Staged), "{report:?}");
+    p.commit(true).await.unwrap();
+    assert_eq!(ids(&catalog).await, vec![7, 8, 9]);
+}
+
 /// `iceberg.tables.auto-create-props.*` and `iceberg.tables.schema-force-optional` (Kafka
 /// Connect's names) shape the table floe creates.
 #[tokio::test]

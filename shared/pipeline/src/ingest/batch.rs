@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use floe_checkpoint::{StoreExt, Version, Write, encode, now_ms};
 use floe_core::{Error, ErrorKind, ObjectChange, Operation, Result};
+use futures::future::Either;
 
 use super::route::Routed;
 use super::write::WriteResult;
@@ -47,6 +48,7 @@ impl Pipeline {
             changes,
             batch,
             prefetch: Default::default(),
+            tables: Default::default(),
         };
         let routed = self.route_all(&mut run).await?;
         if routed.is_empty() {
@@ -57,15 +59,40 @@ impl Pipeline {
             return Ok(run.finish());
         }
 
-        // Open the batch record before claiming anything: takers of our claims judge us by it.
-        let mut record = batch::open(&run.batch, &self.owner, now_ms());
-        let mut version = self
-            .checkpoint
-            .insert_json(&batch_key(&run.batch), &record, None)
-            .await?
-            .ok_or_else(|| Error::unexpected(format!("batch id {} already exists", run.batch)))?;
-        self.faults.hit("ingest.after-batch-open").await;
-        let mut claimed = self.claim_all(&mut run, &routed).await?;
+        // The batch's tables are loaded (created if need be) while its objects are claimed:
+        // one waits on the catalog, the other on the checkpoint table. What is still loading
+        // once the claims are in is waited for with the batch's heartbeat kept fresh, as an
+        // object's read is (a table created from an inferred schema reads an object).
+        let (changes, read_until) = (run.changes, run.read_until);
+        let mut tables = std::pin::pin!(self.prepare_tables(changes, &routed, read_until));
+        let (opened, prepared) = {
+            let open_and_claim = std::pin::pin!(async {
+                // Open the batch record before claiming anything: takers of our claims judge us
+                // by it.
+                let record = batch::open(&run.batch, &self.owner, now_ms());
+                let version = (self.checkpoint)
+                    .insert_json(&batch_key(&run.batch), &record, None)
+                    .await?
+                    .ok_or_else(|| {
+                        Error::unexpected(format!("batch id {} already exists", run.batch))
+                    })?;
+                self.faults.hit("ingest.after-batch-open").await;
+                let claimed = self.claim_all(&mut run, &routed).await?;
+                Ok::<_, Error>((record, version, claimed))
+            });
+            match futures::future::select(open_and_claim, tables.as_mut()).await {
+                Either::Left((opened, _)) => (opened, None),
+                Either::Right((prepared, open_and_claim)) => (open_and_claim.await, Some(prepared)),
+            }
+        };
+        let (mut record, mut version, mut claimed) = opened?;
+        run.tables = match prepared {
+            Some(prepared) => prepared,
+            None => match self.beating(tables, &mut record, &mut version).await? {
+                Some(prepared) => prepared,
+                None => return Ok(run.abandoned(&claimed)),
+            },
+        };
         self.faults.hit("ingest.after-claim").await;
         tracing::info!(batch = %run.batch, changes = routed.len(), claimed = claimed.len(), "objects claimed");
 

@@ -110,6 +110,9 @@ pub(crate) struct Run<'c> {
     pub(crate) read_until: Option<std::time::Instant>,
     /// The objects being read ahead (see [`prefetch`]).
     pub(crate) prefetch: prefetch::Prefetch,
+    /// Tables loaded (or created) while the objects were being claimed, by route and table
+    /// (see [`write::Prepared`]); each is taken by the first object that needs it.
+    pub(crate) tables: write::Prepared,
 }
 
 impl Run<'_> {

@@ -54,6 +54,10 @@ pub(super) struct Slot {
     pub(super) rows_of: BTreeMap<u64, Vec<SourceRows>>,
 }
 
+/// Tables prepared for a batch while its objects are claimed ([`Pipeline::prepare_tables`]),
+/// by route index and table name.
+pub(crate) type Prepared = HashMap<(usize, String), Table>;
+
 /// A metadata row waiting to be written: the change's index and the object's bytes (content mode).
 type MetaItem = (usize, Option<Vec<u8>>);
 
@@ -126,7 +130,7 @@ impl Pipeline {
                 }
                 Ok::<_, Error>(
                     match self
-                        .slot_for(&mut slots, &run.batch, c, &store, change)
+                        .slot_for(&mut slots, &mut run.tables, &run.batch, c, &store, change)
                         .await?
                     {
                         Err(e) => Err(Failed::new(e, "table could not be created", false)),
@@ -232,6 +236,55 @@ impl Pipeline {
         Ok(WriteResult::Done(slots))
     }
 
+    /// The tables the batch writes, loaded (and created where the route creates tables) while
+    /// its objects are being claimed: one per route and table, for the first change that would
+    /// write it. Only what worked is kept, each for the first object of its route and table
+    /// to take ([`Pipeline::slot_for`]); anything else (the table cannot be had, an object
+    /// that cannot give a schema, no answer within the object's time limit) is left for that
+    /// object's own turn, which meets the same error as its own and handles it as today. A
+    /// table created for a change whose claim then fails is one its route would create for
+    /// the object anyway, in whichever batch lands it.
+    pub(super) async fn prepare_tables(
+        &self,
+        changes: &[ObjectChange],
+        routed: &[(usize, super::route::Routed)],
+        read_until: Option<std::time::Instant>,
+    ) -> Prepared {
+        let mut wanted: Vec<((usize, String), &ObjectChange)> = Vec::new();
+        for (i, r) in routed {
+            let change = &changes[*i];
+            let route = self.router.config(r.route);
+            let key = (r.route, r.table.clone());
+            if replaces_without_rows(route, change)
+                || self.too_large(change).is_some()
+                || wanted.iter().any(|(k, _)| *k == key)
+            {
+                continue;
+            }
+            wanted.push((key, change));
+        }
+        let load = wanted.into_iter().map(|(key, change)| async move {
+            let route = self.router.config(key.0);
+            let store = self.stores.store(change).ok()?;
+            let table = self.table_for(&store, change, route, &key.1);
+            let limit = read_limit(
+                self.config.ingest.object_timeout_ms,
+                read_until,
+                std::time::Instant::now(),
+            );
+            let table = match limit {
+                Some((wait, _, _)) => tokio::time::timeout(wait, table).await.ok()?,
+                None => table.await,
+            };
+            Some((key, table.ok()?))
+        });
+        futures::future::join_all(load)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
     /// The claimed objects worth reading ahead (see [`super::prefetch`]), in the order read.
     fn read_ahead(&self, changes: &[ObjectChange], claimed: &[Claimed]) -> Prefetch {
         let candidates = claimed
@@ -274,7 +327,7 @@ impl Pipeline {
     /// can take longer than `claim-timeout-ms`, and a batch whose heartbeat went stale is taken
     /// over by the next instance that wants its objects, so its work would be lost and the
     /// object taken over again and again. `None` when the batch was abandoned meanwhile.
-    async fn beating<T>(
+    pub(super) async fn beating<T>(
         &self,
         work: impl std::future::Future<Output = T>,
         record: &mut BatchRecord,
@@ -300,6 +353,7 @@ impl Pipeline {
     async fn slot_for<'s>(
         &self,
         slots: &'s mut HashMap<String, Slot>,
+        prepared: &mut Prepared,
         batch: &str,
         c: &Claimed,
         store: &Arc<dyn floe_storage::ObjectStore>,
@@ -308,9 +362,12 @@ impl Pipeline {
         let key = slot_key(c);
         if !slots.contains_key(&key) {
             let route = self.router.config(c.route);
-            let table = match self.table_for(store, change, route, &c.table).await {
-                Ok(t) => t,
-                Err(e) => return Ok(Err(e)),
+            let table = match prepared.remove(&(c.route, c.table.clone())) {
+                Some(t) => t,
+                None => match self.table_for(store, change, route, &c.table).await {
+                    Ok(t) => t,
+                    Err(e) => return Ok(Err(e)),
+                },
             };
             // Writers of one table in one batch need distinct file names.
             let prefix = if key == c.table {
