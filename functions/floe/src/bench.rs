@@ -549,3 +549,24 @@ pub fn peak_rss_kb() -> Option<u64> {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use floe_pipeline::FloeConfig;
+
+    /// `make bench` runs with the default `--dir bench-data`, a relative path, and each run's
+    /// configuration sits in a folder of its own: the source folder must still be the one the
+    /// bench made (a configuration's relative paths are taken from its own folder).
+    #[test]
+    fn a_run_reads_the_folder_given_relative_to_the_working_directory() {
+        let runs = tempfile::tempdir().unwrap();
+        let config = floe_config(&runs.path().join("run"), Path::new("src")).unwrap();
+        let loaded = FloeConfig::load(&config).unwrap();
+        let folder = match &loaded.source {
+            floe_pipeline::config::SourceConfig::Local { folder, .. } => folder.clone(),
+            other => panic!("not a local source: {other:?}"),
+        };
+        assert_eq!(folder, Path::new("src").canonicalize().unwrap());
+    }
+}
