@@ -135,8 +135,12 @@ fn measure(mut cmd: Command, label: &str) -> Result<Measured> {
     })
 }
 
+/// A run's configuration in `dir`, reading `folder`. The folder is written absolute: relative
+/// paths in a configuration are taken from its own folder, not from the working directory the
+/// bench was given its `--dir` in.
 fn floe_config(dir: &Path, folder: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(io("failed to create bench run folder"))?;
+    let folder = std::path::absolute(folder).map_err(io("failed to resolve the data folder"))?;
     std::fs::write(dir.join("schema.json"), SCHEMA).map_err(io("failed to write bench schema"))?;
     let config = format!(
         "[source]\ntype = \"local\"\nfolder = \"{}\"\n\n[iceberg]\ncatalog.uri = \"catalog.db\"\ncatalog.warehouse = \"warehouse\"\n\n[[routes]]\ntable = \"bench.events\"\nschema = \"schema.json\"\nformat = \"ndjson\"\n",

@@ -15,13 +15,14 @@ use floe_core::{Error, Result};
 use super::{floe_config, fresh, io};
 
 /// The log lines that end each phase (the first of each, the last for `object ingested`), and
-/// what the phase holds.
-const PHASES: [(&str, &str); 7] = [
+/// what the phase holds. The table (a fresh one each run) is created while the objects are
+/// claimed, so it has no phase of its own: what of it outlasts the claims, the first object's
+/// write waits for.
+const PHASES: [(&str, &str); 6] = [
     (
         "objects claimed",
-        "start, config, checkpoint and catalog opened, list, claims",
+        "start, config, checkpoint, catalog, list, claims (and table)",
     ),
-    ("table created", "the table created (a fresh one each run)"),
     (
         "object ingested",
         "objects read, decoded, routed and written",
@@ -219,7 +220,7 @@ mod tests {
         let log = [
             "not json".to_owned(),
             line("2026-12-06T00:00:00.010Z", "objects claimed"),
-            line("2026-12-06T00:00:00.015Z", "table created"),
+            line("2026-12-06T00:00:00.008Z", "table created"),
             line("2026-12-06T00:00:00.016Z", "object ingested"),
             line("2026-12-06T00:00:00.040Z", "object ingested"),
             line("2026-12-06T00:00:00.045Z", "batch staged"),
@@ -231,8 +232,8 @@ mod tests {
             (at - base).num_microseconds().unwrap() as f64 / 1e3
         };
         let e = ends(&log, 70.0, ms).unwrap();
-        assert_eq!(e, [10.0, 15.0, 40.0, 45.0, 60.0, 66.0, 70.0]);
-        assert_eq!(durations(&[e]), [10.0, 5.0, 25.0, 5.0, 15.0, 6.0, 4.0]);
+        assert_eq!(e, [10.0, 40.0, 45.0, 60.0, 66.0, 70.0]);
+        assert_eq!(durations(&[e]), [10.0, 30.0, 5.0, 15.0, 6.0, 4.0]);
     }
 
     #[test]
@@ -243,17 +244,16 @@ mod tests {
         let ms = |at: chrono::DateTime<chrono::Utc>| {
             (at - base).num_microseconds().unwrap() as f64 / 1e3
         };
-        // An existing table: no `table created`.
+        // No `batch staged`.
         let log = [
             line("2026-12-06T00:00:00.010Z", "objects claimed"),
             line("2026-12-06T00:00:00.020Z", "object ingested"),
-            line("2026-12-06T00:00:00.030Z", "batch staged"),
             line("2026-12-06T00:00:00.040Z", "snapshot committed"),
             line("2026-12-06T00:00:00.050Z", "commit finished"),
         ]
         .join("\n");
         let e = ends(&log, 55.0, ms).unwrap();
-        assert_eq!(e, [10.0, 10.0, 20.0, 30.0, 40.0, 50.0, 55.0]);
+        assert_eq!(e, [10.0, 20.0, 20.0, 40.0, 50.0, 55.0]);
         let err = ends("nothing here", 5.0, ms).unwrap_err();
         assert!(err.to_string().contains("none of the lines"), "{err}");
     }
