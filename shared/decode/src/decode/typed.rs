@@ -136,6 +136,10 @@ impl Builder {
 
 struct Column {
     name: Box<[u8]>,
+    /// The name and its closing quote as a little-endian word, and the mask of their bytes:
+    /// for names of up to 7 bytes with no quote or backslash, matched in place by
+    /// [`TypedReader::expected_key`].
+    key: Option<(u64, u64)>,
     kind: Kind,
     nullable: bool,
     builder: Builder,
@@ -162,6 +166,19 @@ pub(super) struct TypedReader {
 /// them (by doubling), its later ones start at the size of the batch before.
 const FIRST_ROWS: usize = 256;
 
+/// A column name of up to 7 bytes with no quote or backslash, followed by the closing quote, as
+/// a little-endian word and the mask of its bytes (see [`Column::key`]).
+fn key_word(name: &[u8]) -> Option<(u64, u64)> {
+    if name.len() > 7 || name.iter().any(|&c| c == b'"' || c == b'\\') {
+        return None;
+    }
+    let mut bytes = [0u8; 8];
+    bytes[..name.len()].copy_from_slice(name);
+    bytes[name.len()] = b'"';
+    let mask = u64::MAX >> (8 * (7 - name.len()));
+    Some((u64::from_le_bytes(bytes), mask))
+}
+
 /// Widest schema searched column by column for a key.
 const LINEAR_LOOKUP: usize = 16;
 
@@ -174,6 +191,7 @@ impl TypedReader {
             let kind = Kind::of(f.data_type())?;
             columns.push(Column {
                 name: f.name().as_bytes().into(),
+                key: key_word(f.name().as_bytes()),
                 kind,
                 nullable: f.is_nullable(),
                 builder: Builder::new(kind, f.data_type(), rows.min(FIRST_ROWS)),
@@ -255,6 +273,17 @@ impl TypedReader {
         }
     }
 
+    /// Whether the key whose text starts at `start` is column `guess`'s name (records most
+    /// often list their fields in the schema's order), compared in place as one word: the index
+    /// of its closing quote. `None`: not known this way; scan the key and look it up.
+    #[inline]
+    fn expected_key(&self, b: &[u8], start: usize, guess: usize) -> Option<usize> {
+        let column = self.columns.get(guess)?;
+        let (pattern, mask) = column.key?;
+        let w = u64::from_le_bytes(b.get(start..start + 8)?.try_into().ok()?);
+        ((w ^ pattern) & mask == 0).then_some(start + column.name.len())
+    }
+
     fn lookup(&self, key: &[u8], guess: usize) -> Option<usize> {
         if self.columns.get(guess).is_some_and(|c| *c.name == *key) {
             return Some(guess);
@@ -287,22 +316,31 @@ impl TypedReader {
                 if b.get(i) != Some(&b'"') {
                     return None;
                 }
-                let (end, escaped) = scan_string(b, i + 1)?;
-                if escaped {
-                    return None;
-                }
-                let key = &b[i + 1..end];
+                let (column, end) = match self.expected_key(b, i + 1, guess) {
+                    Some(end) => (Some(guess), end),
+                    None => {
+                        let (end, escaped) = scan_string(b, i + 1)?;
+                        if escaped {
+                            return None;
+                        }
+                        let key = &b[i + 1..end];
+                        match self.lookup(key, guess) {
+                            Some(c) => (Some(c), end),
+                            None if self.is_case_variant(key) => return None,
+                            None => (None, end),
+                        }
+                    }
+                };
                 i = ws(b, end + 1);
                 if b.get(i) != Some(&b':') {
                     return None;
                 }
                 i = ws(b, i + 1);
-                i = match self.lookup(key, guess) {
+                i = match column {
                     Some(c) => {
                         guess = c + 1;
                         self.value(text, i, c)?
                     }
-                    None if self.is_case_variant(key) => return None,
                     None => skip_value(b, i)?,
                 };
                 i = ws(b, i);
@@ -565,7 +603,7 @@ pub(super) fn ws(b: &[u8], mut i: usize) -> usize {
 pub(super) fn scan_string(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
     let mut escaped = false;
     loop {
-        i += memchr::memchr2(b'"', b'\\', &b[i..])?;
+        i += quote_or_backslash(&b[i..])?;
         if b[i] == b'"' {
             return Some((i, escaped));
         }
@@ -591,6 +629,34 @@ pub(super) fn scan_string(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
             _ => return None,
         }
     }
+}
+
+/// Eight bytes of each value, for comparing a word of eight bytes at once.
+const ONES: u64 = u64::from_ne_bytes([1; 8]);
+const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// Bytes read a word at a time before handing the rest to `memchr2`: a record's keys and most
+/// of its values are shorter, and for them `memchr2`'s set-up is most of the cost.
+const WORDS_FIRST: usize = 32;
+
+/// The first `"` or `\` of `s`.
+#[inline]
+fn quote_or_backslash(s: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    while at < WORDS_FIRST
+        && let Some(word) = s.get(at..at + 8)
+    {
+        let w = u64::from_le_bytes(word.try_into().ok()?);
+        let (q, e) = (w ^ (ONES * u64::from(b'"')), w ^ (ONES * u64::from(b'\\')));
+        // The high bit of each byte that is zero in q or e (above the lowest such byte a borrow
+        // may set more: only the lowest is used).
+        let hits = ((q.wrapping_sub(ONES) & !q) | (e.wrapping_sub(ONES) & !e)) & HIGHS;
+        if hits != 0 {
+            return Some(at + (hits.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    memchr::memchr2(b'"', b'\\', &s[at..]).map(|p| at + p)
 }
 
 fn hex4(h: &[u8]) -> Option<u32> {
@@ -797,6 +863,43 @@ mod tests {
         assert_eq!(scan_number(b"1-2", 0), None);
         assert_eq!(parse_i64("-9223372036854775808"), Some(i64::MIN));
         assert_eq!(parse_i64("9223372036854775808"), None);
+    }
+
+    #[test]
+    fn finds_the_first_quote_or_backslash_as_memchr2_does() {
+        // Every position of a quote or a backslash in strings longer and shorter than a word,
+        // and than the part read a word at a time, after bytes that differ from each by one bit.
+        for len in 0..80 {
+            for at in 0..=len {
+                for (mark, other) in [(b'"', b'\\'), (b'\\', b'"')] {
+                    let mut s = vec![b'"' ^ 1; len];
+                    s.iter_mut()
+                        .skip(1)
+                        .step_by(3)
+                        .for_each(|c| *c = b'\\' ^ 0x80);
+                    if at < len {
+                        s[at] = mark;
+                        s.iter_mut()
+                            .skip(at + 1)
+                            .step_by(2)
+                            .for_each(|c| *c = other);
+                    }
+                    let want = memchr::memchr2(b'"', b'\\', &s);
+                    assert_eq!(quote_or_backslash(&s), want, "len {len}, at {at}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_matched_in_place_only_when_they_fit_a_word() {
+        let (w, m) = key_word(b"id").unwrap();
+        assert_eq!(w & m, u64::from_le_bytes(*b"id\"\0\0\0\0\0"));
+        assert_eq!(m, 0xff_ffff);
+        assert_eq!(key_word(b"message").unwrap().1, u64::MAX);
+        assert_eq!(key_word(b"messages"), None);
+        assert_eq!(key_word(b"a\"b"), None);
+        assert_eq!(key_word(b"a\\b"), None);
     }
 
     #[test]

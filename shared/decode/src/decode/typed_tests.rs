@@ -142,7 +142,10 @@ fn key() -> impl Strategy<Value = String> {
             "id", "name", "ts", "score", "n", "f", "ok", "day", "tns", "label",
         ])
         .prop_map(json_string),
-        1 => prop::sample::select(vec!["extra", "ID", "Name", "é", "", "na\\u006de", "x\\\"y"])
+        // Near misses too: a column's name with more after it, or less.
+        1 => prop::sample::select(vec![
+            "extra", "ID", "Name", "é", "", "na\\u006de", "x\\\"y", "idx", "nam", "ok\\\"",
+        ])
             .prop_map(|k| format!("\"{k}\"")),
     ]
 }
