@@ -631,7 +631,8 @@ pub(super) fn scan_string(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
     }
 }
 
-/// Eight bytes of each value, for comparing a word of eight bytes at once.
+/// A word whose every byte is 1, and one whose every byte has only its high bit: for testing
+/// eight bytes at once.
 const ONES: u64 = u64::from_ne_bytes([1; 8]);
 const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
 
