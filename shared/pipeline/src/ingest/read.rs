@@ -8,7 +8,8 @@ use floe_core::{Error, ErrorKind, ObjectChange, Result};
 use floe_decode::TableSchema;
 use floe_decode::cdc::{MetaRow, metadata_batch, metadata_schema};
 use floe_decode::decode::{
-    BadRecord, Compression, Decoded, Format, LineCutter, ParquetDecoder, detect, stream_decoder,
+    BadRecord, Compression, Decoded, Format, LineCutter, LineNumbers, ParquetDecoder, detect,
+    stream_decoder,
 };
 use floe_decode::infer::{arrow_to_iceberg, infer_schema};
 use floe_iceberg::TableWriter;
@@ -338,7 +339,7 @@ pub async fn read_records(
             // half, keeps up with the encoder (see `super::segments`).
             let cutter = LineCutter::new(compression, SEGMENT_BYTES).map_err(unreadable)?;
             let decoders = super::segments::Decoders::new(schema, batch_rows, route.names);
-            let (tx, rx) = tokio::sync::mpsc::channel::<Step>(1);
+            let (tx, rx) = tokio::sync::mpsc::channel::<Step>(super::segments::depth());
             let producer = tokio::spawn(super::segments::decode(got.body, cutter, decoders, tx));
             return write_steps(rx, producer, writer, on_bad, on_bytes, &url).await;
         }
@@ -380,25 +381,30 @@ async fn write_steps(
     let mut stats = ObjectStats::default();
     let mut reported = 0u64;
     let mut failure = None;
+    let mut numbers = LineNumbers::default();
     while let Some(step) = rx.recv().await {
-        match step {
+        let out = match step {
             Step::Read(bytes) => {
                 stats.bytes = bytes;
                 if bytes - reported >= 64 << 20 {
                     reported = bytes;
                     on_bytes(bytes);
                 }
+                continue;
             }
-            Step::Decoded(out) => {
-                if let Err(f) = drain(out, writer, on_bad, &mut stats, url).await {
-                    failure = Some(f);
-                    break;
-                }
-            }
-            Step::Failed(f) => {
-                failure = Some(f);
-                break;
-            }
+            Step::Decoded(out) => Ok(out),
+            Step::Segment(answer) => match answer.await {
+                Ok(decoded) => decoded.map(|segment| numbers.place(segment)),
+                Err(_) => Err(Error::unexpected("a decoding thread stopped")),
+            },
+            Step::Failed(f) => Err(f),
+        };
+        if let Err(f) = match out {
+            Ok(out) => drain(out, writer, on_bad, &mut stats, url).await,
+            Err(f) => Err(f),
+        } {
+            failure = Some(f);
+            break;
         }
     }
     drop(rx);
@@ -423,6 +429,9 @@ pub(super) enum Step {
     Read(u64),
     /// Batches and bad records.
     Decoded(Decoded),
+    /// A segment of the object, decoding on a thread of its own (see `super::segments`): the
+    /// writer awaits its rows, segments in the object's order.
+    Segment(super::segments::Answer),
     /// The object could not be read further.
     Failed(Error),
 }

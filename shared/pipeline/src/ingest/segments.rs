@@ -6,21 +6,23 @@
 //! object's own, and their rows are handed to the writer in the object's order.
 //!
 //! ```text
-//!  body ─► cutter ─► jobs ─► decoding threads (one decoder each) ─► replies, in order ─► writer
-//!                     └──── at most `DEPTH` segments between cutter and writer ────┘
+//!  body ─► cutter ─┬─► jobs ─► decoding threads (one decoder each) ─► a reply per segment ─┐
+//!                  └─► the replies' receivers, in order (at most `DEPTH`) ─► writer ◄──────┘
 //! ```
 //!
-//! A segment the writer has not taken yet holds its decoded rows, so the segments between the
-//! cutter and the writer are bounded; the threads are a fixed few (each thread's allocations
-//! stay in its own allocator arena, so a pool that grew to many threads would hold more memory).
+//! The writer awaits each segment's reply itself, in the object's order: a decoded segment
+//! wakes the writer straight from its decoding thread, with no task in between to be scheduled
+//! first (on two busy cores every hand-off is a wait). A segment the writer has not taken yet
+//! holds its decoded rows, so the segments between the cutter and the writer are bounded; the
+//! threads are a fixed few (each thread's allocations stay in its own allocator arena, so a
+//! pool that grew to many threads would hold more memory).
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, mpsc};
 
 use arrow_schema::SchemaRef;
 use floe_core::{Error, Result};
 use floe_decode::Names;
-use floe_decode::decode::{DecodedSegment, LineCutter, LineNumbers, Segment, SegmentDecoder};
+use floe_decode::decode::{DecodedSegment, LineCutter, Segment, SegmentDecoder};
 use futures::StreamExt;
 use tokio::sync::oneshot;
 
@@ -48,6 +50,9 @@ impl Decoders {
 }
 
 type Reply = oneshot::Sender<Result<DecodedSegment>>;
+
+/// Where a segment's decoded rows arrive (what the writer awaits).
+pub(super) type Answer = oneshot::Receiver<Result<DecodedSegment>>;
 
 /// The decoding threads of one object. Dropping it closes their queue: each ends after its
 /// segment (they are not waited for: a segment is a few milliseconds of work, and waiting
@@ -88,7 +93,7 @@ impl Pool {
     }
 
     /// Queue a segment; its decoded rows arrive on the receiver.
-    fn submit(&self, segment: Segment) -> Result<oneshot::Receiver<Result<DecodedSegment>>> {
+    fn submit(&self, segment: Segment) -> Result<Answer> {
         let (reply, answer) = oneshot::channel();
         self.jobs
             .send((segment, reply))
@@ -103,25 +108,28 @@ fn width() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4))
 }
 
-/// Read `body`, cut it into segments and decode them on the object's threads, sending the rows
-/// to the writer in the object's order; stops when the writer stops listening.
+/// How many segments may be cut and not yet taken by the writer: enough that no decoding
+/// thread waits for the writer to take the oldest.
+pub(super) fn depth() -> usize {
+    width() * DEPTH_PER_THREAD
+}
+
+/// Read `body`, cut it into segments and decode them on the object's threads, sending the
+/// writer each segment's [`Answer`] in the object's order (`tx` holds at most [`depth`]);
+/// stops when the writer stops listening.
 pub(super) async fn decode(
     mut body: floe_storage::ByteStream,
     mut cutter: LineCutter,
     decoders: Decoders,
     tx: tokio::sync::mpsc::Sender<Step>,
 ) {
-    let width = width();
-    let pool = match Pool::start(width, &decoders) {
+    let pool = match Pool::start(width(), &decoders) {
         Ok(p) => p,
         Err(e) => {
             let _ = tx.send(Step::Failed(e)).await;
             return;
         }
     };
-    let depth = width * DEPTH_PER_THREAD;
-    let mut pending: VecDeque<oneshot::Receiver<Result<DecodedSegment>>> = VecDeque::new();
-    let mut numbers = LineNumbers::default();
     let mut segments = Vec::new();
     let mut bytes = 0u64;
     loop {
@@ -147,25 +155,16 @@ pub(super) async fn decode(
             }
         };
         for segment in segments.drain(..) {
-            while pending.len() >= depth {
-                if !hand_on(&mut pending, &mut numbers, &tx).await {
-                    return;
-                }
-            }
-            match pool.submit(segment) {
-                Ok(answer) => pending.push_back(answer),
-                Err(e) => {
-                    let _ = tx.send(Step::Failed(e)).await;
-                    return;
-                }
+            let step = match pool.submit(segment) {
+                Ok(answer) => Step::Segment(answer),
+                Err(e) => Step::Failed(e),
+            };
+            let failed = matches!(step, Step::Failed(_));
+            if tx.send(step).await.is_err() || failed {
+                return;
             }
         }
         if ended {
-            while !pending.is_empty() {
-                if !hand_on(&mut pending, &mut numbers, &tx).await {
-                    return;
-                }
-            }
             let _ = tx.send(Step::Read(bytes)).await;
             return;
         }
@@ -173,23 +172,4 @@ pub(super) async fn decode(
         // full channel has rows for the writer, which says more).
         let _ = tx.try_send(Step::Read(bytes));
     }
-}
-
-/// Send the oldest segment's rows to the writer once decoded; false when the writer stopped
-/// listening or the segment failed (the failure sent).
-async fn hand_on(
-    pending: &mut VecDeque<oneshot::Receiver<Result<DecodedSegment>>>,
-    numbers: &mut LineNumbers,
-    tx: &tokio::sync::mpsc::Sender<Step>,
-) -> bool {
-    let Some(answer) = pending.pop_front() else {
-        return true;
-    };
-    let step = match answer.await {
-        Ok(Ok(segment)) => Step::Decoded(numbers.place(segment)),
-        Ok(Err(e)) => Step::Failed(e),
-        Err(_) => Step::Failed(Error::unexpected("a decoding thread stopped")),
-    };
-    let go_on = !matches!(step, Step::Failed(_));
-    tx.send(step).await.is_ok() && go_on
 }
