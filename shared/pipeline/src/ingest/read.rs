@@ -383,26 +383,26 @@ async fn write_steps(
     let mut failure = None;
     let mut numbers = LineNumbers::default();
     while let Some(step) = rx.recv().await {
-        let out = match step {
+        let written = match step {
             Step::Read(bytes) => {
                 stats.bytes = bytes;
                 if bytes - reported >= 64 << 20 {
                     reported = bytes;
                     on_bytes(bytes);
                 }
-                continue;
+                Ok(())
             }
-            Step::Decoded(out) => Ok(out),
+            Step::Decoded(out) => drain(out, writer, on_bad, &mut stats, url).await,
             Step::Segment(answer) => match answer.await {
-                Ok(decoded) => decoded.map(|segment| numbers.place(segment)),
+                Ok(Ok(segment)) => {
+                    drain(numbers.place(segment), writer, on_bad, &mut stats, url).await
+                }
+                Ok(Err(f)) => Err(f),
                 Err(_) => Err(Error::unexpected("a decoding thread stopped")),
             },
             Step::Failed(f) => Err(f),
         };
-        if let Err(f) = match out {
-            Ok(out) => drain(out, writer, on_bad, &mut stats, url).await,
-            Err(f) => Err(f),
-        } {
+        if let Err(f) = written {
             failure = Some(f);
             break;
         }

@@ -17,7 +17,7 @@
 //! threads are a fixed few (each thread's allocations stay in its own allocator arena, so a
 //! pool that grew to many threads would hold more memory).
 
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, LazyLock, Mutex, mpsc};
 
 use arrow_schema::SchemaRef;
 use floe_core::{Error, Result};
@@ -103,9 +103,12 @@ impl Pool {
 }
 
 /// How many threads decode one object: the cores there are, at least two (one core still
-/// overlaps the reading and writing with decoding) and at most four.
+/// overlaps the reading and writing with decoding) and at most four. Asked once a process:
+/// on Linux the answer reads the cgroup's CPU quota from files.
 fn width() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4))
+    static WIDTH: LazyLock<usize> =
+        LazyLock::new(|| std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)));
+    *WIDTH
 }
 
 /// How many segments may be cut and not yet taken by the writer: enough that no decoding
