@@ -3,28 +3,50 @@
 //! Versions are random 64-bit values rather than counters, so a key deleted and written again
 //! never repeats a version a slow writer may still hold (no ABA). The database runs in WAL mode
 //! with a busy timeout, so several local processes can share it.
+//!
+//! SQLite's calls block, so each operation runs on tokio's blocking pool with a connection of
+//! its own, and a whole operation (a `write_many` of hundreds of writes in one transaction, a
+//! `get_many`) is one hand-off there and back. Statements are single-row and prepared once per
+//! connection: running a cached statement costs a few microseconds, where a hand-off per
+//! statement and a row at a time back (the async driver's way) cost hundreds.
 
-use std::path::Path;
-use std::str::FromStr;
-use std::sync::LazyLock;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use floe_core::{Error, ErrorKind, Result};
-use sqlx::Row;
-use sqlx::Sqlite;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::Semaphore;
 
 use crate::store::{CheckpointStore, Entry, Version, Write, now_ms};
 
 /// The SQLite checkpoint store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pool: Arc<Pool>,
 }
 
-fn db_err(what: &str, e: sqlx::Error) -> Error {
-    let busy = matches!(&e, sqlx::Error::Database(d) if d.message().contains("locked") || d.message().contains("busy"));
+/// The connections of one store: at most `permits` in use at once, idle ones kept for reuse.
+#[derive(Debug)]
+struct Pool {
+    /// The file; `None` for the in-memory database, whose one connection is the database.
+    path: Option<PathBuf>,
+    idle: Mutex<Vec<Connection>>,
+    permits: Arc<Semaphore>,
+}
+
+/// Connections a file-backed store opens at most (SQLite serialises writers anyway; readers in
+/// WAL mode run beside them).
+const FILE_CONNECTIONS: usize = 4;
+
+fn db_err(what: &str, e: rusqlite::Error) -> Error {
+    let busy = matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    );
     Error::new(
         if busy {
             ErrorKind::Conflict
@@ -36,8 +58,17 @@ fn db_err(what: &str, e: sqlx::Error) -> Error {
     .with_source(e)
 }
 
+/// A fresh version: a bijective mix of a per-process random start plus a counter, so versions
+/// never repeat within a process and are as unlikely to meet across processes as random ones,
+/// without asking the kernel for randomness per write.
 fn new_version() -> Version {
-    Version(format!("{:016x}", uuid::Uuid::new_v4().as_u64_pair().0))
+    static START: LazyLock<u64> = LazyLock::new(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let mut z = START.wrapping_add(COUNT.fetch_add(1, Ordering::Relaxed));
+    // SplitMix64's finaliser: a bijection on u64.
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    Version(format!("{:016x}", z ^ (z >> 31)))
 }
 
 /// A TTL in milliseconds, for [`NOW_MS`]` + ?` (NULL without one: the sum is NULL).
@@ -51,72 +82,57 @@ fn ttl_ms(ttl: Option<Duration>) -> Option<i64> {
 /// could make a lease dead on arrival).
 const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
-impl SqliteStore {
-    /// Open (creating if needed) the database at `path`.
-    pub async fn open(path: &Path) -> Result<Self> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                Error::from(e).while_doing(format!("failed to create {}", dir.display()))
-            })?;
-        }
-        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-            .map_err(|e| Error::config("checkpoint.path", e))?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(Duration::from_secs(30));
-        Self::connect(opts).await
-    }
+/// An insert unless a live entry is there (an expired one is replaced): one change when it won.
+static INSERT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO floe_checkpoint (key, value, version, expires_at)
+         VALUES (?1, ?2, ?3, ?4 + {NOW_MS})
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
+           expires_at = excluded.expires_at
+         WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= {NOW_MS}"
+    )
+});
 
-    /// A private in-memory database (tests).
-    pub async fn in_memory() -> Result<Self> {
-        let opts = SqliteConnectOptions::from_str("sqlite::memory:")
-            .map_err(|e| Error::unexpected("bad sqlite options").with_source(e))?;
-        Self::connect(opts).await
-    }
+/// A replacement of a live entry still at version `?5`: one change when it won.
+static UPDATE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE floe_checkpoint SET value = ?2, version = ?3, expires_at = ?4 + {NOW_MS}
+         WHERE key = ?1 AND version = ?5 AND (expires_at IS NULL OR expires_at > {NOW_MS})"
+    )
+});
 
-    async fn connect(opts: SqliteConnectOptions) -> Result<Self> {
-        // One connection for an in-memory database (each connection would be its own database).
-        let pool = SqlitePoolOptions::new()
-            .max_connections(if opts.get_filename().as_os_str() == ":memory:" {
-                1
-            } else {
-                4
-            })
-            .connect_with(opts)
-            .await
-            .map_err(|e| db_err("failed to open", e))?;
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS floe_checkpoint (
-                key TEXT PRIMARY KEY NOT NULL,
-                value BLOB NOT NULL,
-                version TEXT NOT NULL,
-                expires_at INTEGER
-            )",
-        )
-        .execute(&pool)
-        .await
-        .map_err(|e| db_err("failed to create table", e))?;
-        Ok(SqliteStore { pool })
-    }
+const GET: &str = "SELECT value, version, expires_at FROM floe_checkpoint
+                   WHERE key = ?1 AND (expires_at IS NULL OR expires_at > ?2)";
+
+/// Range scan on the primary key: prefix <= key < prefix + U+10FFFF.
+const SCAN: &str = "SELECT key, value, version, expires_at FROM floe_checkpoint
+                    WHERE key >= ?1 AND key < ?2 AND (expires_at IS NULL OR expires_at > ?3)
+                    ORDER BY key";
+
+const PURGE: &str = "DELETE FROM floe_checkpoint
+                     WHERE key >= ?1 AND key < ?2 AND expires_at IS NOT NULL AND expires_at <= ?3";
+
+/// The upper bound of the keys under `prefix`.
+fn upper(prefix: &str) -> String {
+    format!("{prefix}\u{10ffff}")
 }
 
-/// One conditional write as its statement binds it: without `expected` an insert unless a
-/// live entry exists (an expired one is replaced), with it a replacement of a live entry still
-/// at that version.
-struct Cas<'a> {
-    key: &'a str,
-    value: &'a [u8],
-    ttl: Option<Duration>,
-    expected: Option<&'a Version>,
+/// One conditional write, owned so it can go to the blocking pool: without `expected` an
+/// insert, with it a replacement.
+struct Cas {
+    key: String,
+    value: Vec<u8>,
+    ttl: Option<i64>,
+    expected: Option<String>,
 }
 
-impl<'a> From<&'a Write<'a>> for Cas<'a> {
-    fn from(w: &'a Write<'a>) -> Self {
+impl From<&Write<'_>> for Cas {
+    fn from(w: &Write<'_>) -> Self {
         match w {
             Write::Insert { key, value, ttl } => Cas {
-                key,
-                value,
-                ttl: *ttl,
+                key: (*key).to_owned(),
+                value: value.clone(),
+                ttl: ttl_ms(*ttl),
                 expected: None,
             },
             Write::Update {
@@ -125,167 +141,165 @@ impl<'a> From<&'a Write<'a>> for Cas<'a> {
                 expected,
                 ttl,
             } => Cas {
-                key,
-                value,
-                ttl: *ttl,
-                expected: Some(*expected),
+                key: (*key).to_owned(),
+                value: value.clone(),
+                ttl: ttl_ms(*ttl),
+                expected: Some(expected.0.clone()),
             },
         }
     }
 }
 
-/// The most writes of distinct keys one statement of [`write_distinct`] carries.
-///
-/// SQLite compiles a multi-row statement row by row, and compiling costs about five times what
-/// running costs (some 15 µs a row against 3 µs on this project's machines), and every process
-/// compiles each statement shape anew. So a run of writes goes as statements of this many rows
-/// and then of falling powers of two ([`chunks`]): a handful of shapes, each compiled once per
-/// connection and reused, where one statement per run (a shape per run length) compiled the
-/// whole run each time.
-const ROWS_PER_STATEMENT: usize = 32;
-const _: () = assert!(ROWS_PER_STATEMENT.is_power_of_two());
-
-/// The row counts of the statements that carry `n` writes: [`ROWS_PER_STATEMENT`] while that
-/// many are left, then the powers of two of the remainder, largest first.
-fn chunks(n: usize) -> impl Iterator<Item = usize> {
-    let full = n / ROWS_PER_STATEMENT;
-    let rest = n % ROWS_PER_STATEMENT;
-    std::iter::repeat_n(ROWS_PER_STATEMENT, full).chain(
-        (0..usize::BITS)
-            .rev()
-            .map(|bit| 1usize << bit)
-            .filter(move |size| rest & size != 0),
-    )
-}
-
-/// The statement for `rows` conditional writes of distinct keys, inserts or updates, each row
-/// bound as [`bind`] does; `RETURNING key` names the writes that won.
-fn cas_sql(update: bool, rows: usize) -> String {
-    if update {
-        // VALUES columns are column1.. : key, value, new version, ttl, expected version.
-        let rows = vec!["(?, ?, ?, ?, ?)"; rows].join(", ");
-        format!(
-            "UPDATE floe_checkpoint SET value = v.column2, version = v.column3,
-               expires_at = v.column4 + {NOW_MS}
-             FROM (VALUES {rows}) AS v
-             WHERE floe_checkpoint.key = v.column1 AND floe_checkpoint.version = v.column5
-               AND (floe_checkpoint.expires_at IS NULL OR floe_checkpoint.expires_at > {NOW_MS})
-             RETURNING floe_checkpoint.key"
-        )
-    } else {
-        let rows = vec![format!("(?, ?, ?, ? + {NOW_MS})"); rows].join(", ");
-        format!(
-            "INSERT INTO floe_checkpoint (key, value, version, expires_at) VALUES {rows}
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = excluded.version,
-               expires_at = excluded.expires_at
-             WHERE floe_checkpoint.expires_at IS NOT NULL AND floe_checkpoint.expires_at <= {NOW_MS}
-             RETURNING key"
-        )
-    }
-}
-
-/// The [`cas_sql`] text for a statement of `rows` rows, `rows` one of [`chunks`]' sizes (built
-/// once: the statement cache knows a statement by its text).
-fn statement(update: bool, rows: usize) -> &'static str {
-    const SHAPES: usize = ROWS_PER_STATEMENT.ilog2() as usize + 1;
-    static SQL: LazyLock<[[String; SHAPES]; 2]> = LazyLock::new(|| {
-        [false, true].map(|update| std::array::from_fn(|bit| cas_sql(update, 1 << bit)))
-    });
-    debug_assert!(rows.is_power_of_two() && rows <= ROWS_PER_STATEMENT);
-    &SQL[usize::from(update)][rows.ilog2() as usize]
-}
-
-fn cas_failed(update: bool) -> &'static str {
-    if update {
-        "failed to update"
-    } else {
-        "failed to insert"
-    }
-}
-
-type Query<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
-
-/// Bind one row of a [`cas_sql`] statement.
-fn bind<'q>(q: Query<'q>, w: &Cas<'q>, version: &'q Version) -> Query<'q> {
-    let q = q
-        .bind(w.key)
-        .bind(w.value)
-        .bind(&version.0)
-        .bind(ttl_ms(w.ttl));
-    match w.expected {
-        Some(expected) => q.bind(&expected.0),
-        None => q,
-    }
-}
-
-/// One conditional write, on its own.
-async fn write_one<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
-    ex: E,
-    w: Cas<'_>,
-) -> Result<Option<Version>> {
+/// Apply one [`Cas`] with the connection's cached statements; its new version if it won.
+fn write_one(conn: &Connection, w: &Cas) -> rusqlite::Result<Option<Version>> {
     let version = new_version();
-    let won = bind(
-        sqlx::query(statement(w.expected.is_some(), 1)),
-        &w,
-        &version,
-    )
-    .fetch_optional(ex)
-    .await
-    .map_err(|e| db_err(cas_failed(w.expected.is_some()), e))?;
-    Ok(won.map(|_| version))
+    let changed = match &w.expected {
+        None => conn
+            .prepare_cached(&INSERT)?
+            .execute(params![w.key, w.value, version.0, w.ttl])?,
+        Some(expected) => conn
+            .prepare_cached(&UPDATE)?
+            .execute(params![w.key, w.value, version.0, w.ttl, expected])?,
+    };
+    Ok((changed == 1).then_some(version))
 }
 
-/// Writes of distinct keys as a few multi-row statements: the inserts, then the updates.
-async fn write_distinct(
-    tx: &mut sqlx::Transaction<'_, Sqlite>,
-    writes: &[Cas<'_>],
-) -> Result<Vec<Option<Version>>> {
-    let mut out: Vec<Option<Version>> = vec![None; writes.len()];
-    let (updates, inserts): (Vec<usize>, Vec<usize>) =
-        (0..writes.len()).partition(|&i| writes[i].expected.is_some());
-    for (update, of_kind) in [(false, inserts), (true, updates)] {
-        let mut rest = of_kind.as_slice();
-        for size in chunks(rest.len()) {
-            let (chunk, after) = rest.split_at(size);
-            rest = after;
-            let versions: Vec<Version> = chunk.iter().map(|_| new_version()).collect();
-            let mut q = sqlx::query(statement(update, size));
-            for (&i, version) in chunk.iter().zip(&versions) {
-                q = bind(q, &writes[i], version);
-            }
-            let won: std::collections::HashSet<String> = (q.fetch_all(&mut **tx).await)
-                .map_err(|e| db_err(cas_failed(update), e))?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            for (&i, version) in chunk.iter().zip(versions) {
-                if won.contains(writes[i].key) {
-                    out[i] = Some(version);
-                }
-            }
+fn entry(key: String, row: &rusqlite::Row<'_>, from: usize) -> rusqlite::Result<Entry> {
+    Ok(Entry {
+        key,
+        value: row.get(from)?,
+        version: Version(row.get(from + 1)?),
+        expires_at_ms: row.get(from + 2)?,
+    })
+}
+
+fn get_one(conn: &Connection, key: &str, now: i64) -> rusqlite::Result<Option<Entry>> {
+    conn.prepare_cached(GET)?
+        .query_row(params![key, now], |r| entry(key.to_owned(), r, 0))
+        .optional()
+}
+
+fn scan_all(conn: &Connection, prefix: &str, now: i64) -> rusqlite::Result<Vec<Entry>> {
+    conn.prepare_cached(SCAN)?
+        .query_map(params![prefix, upper(prefix), now], |r| {
+            entry(r.get(0)?, r, 1)
+        })?
+        .collect()
+}
+
+fn purge(conn: &Connection, prefix: &str, now: i64) -> rusqlite::Result<u64> {
+    let gone = conn
+        .prepare_cached(PURGE)?
+        .execute(params![prefix, upper(prefix), now])?;
+    Ok(gone as u64)
+}
+
+/// A new connection to `path`, set up as every connection of the store is.
+fn connect(path: Option<&Path>) -> rusqlite::Result<Connection> {
+    let conn = match path {
+        Some(path) => Connection::open(path)?,
+        None => Connection::open_in_memory()?,
+    };
+    conn.busy_timeout(Duration::from_secs(30))?;
+    // The mode answers with a row; an in-memory database stays "memory".
+    let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    // Every commit synced: a power loss must not undo a claim or a mark already acted on.
+    conn.execute_batch("PRAGMA synchronous = FULL")?;
+    // No checkpoint of the WAL into the database when a connection closes: a short-lived
+    // process (every `floe run`) would pay it, a copy and a sync, on its way out. The WAL is
+    // as durable as the database, the next opener reads it, and commits still checkpoint it
+    // once it passes SQLite's threshold (1,000 pages), so it stays small.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    conn.set_prepared_statement_cache_capacity(16);
+    Ok(conn)
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `path`.
+    pub async fn open(path: &Path) -> Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::from(e).while_doing(format!("failed to create {}", dir.display()))
+            })?;
         }
+        Self::start(Some(path.to_owned()), FILE_CONNECTIONS).await
     }
-    Ok(out)
+
+    /// A private in-memory database (tests).
+    pub async fn in_memory() -> Result<Self> {
+        // One connection: each connection would be its own database.
+        Self::start(None, 1).await
+    }
+
+    async fn start(path: Option<PathBuf>, connections: usize) -> Result<Self> {
+        let store = SqliteStore {
+            pool: Arc::new(Pool {
+                path,
+                idle: Mutex::new(Vec::new()),
+                permits: Arc::new(Semaphore::new(connections)),
+            }),
+        };
+        store
+            .run("failed to create table", |conn| {
+                conn.execute_batch(
+                    "CREATE TABLE IF NOT EXISTS floe_checkpoint (
+                        key TEXT PRIMARY KEY NOT NULL,
+                        value BLOB NOT NULL,
+                        version TEXT NOT NULL,
+                        expires_at INTEGER
+                    )",
+                )
+            })
+            .await?;
+        Ok(store)
+    }
+
+    /// Run `f` with a connection on the blocking pool; `what` names a failure.
+    async fn run<T, F>(&self, what: &'static str, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let permit = (self.pool.permits.clone().acquire_owned().await)
+            .map_err(|e| Error::unexpected("checkpoint connections closed").with_source(e))?;
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            // The permit travels with the work, so a caller that gives up cannot let another
+            // operation take more connections than the pool allows (for the in-memory
+            // database: a second, empty database).
+            let _permit = permit;
+            let idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let mut conn = match idle {
+                Some(conn) => conn,
+                None => connect(pool.path.as_deref()).map_err(|e| db_err("failed to open", e))?,
+            };
+            let out = f(&mut conn).map_err(|e| db_err(what, e));
+            pool.idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(conn);
+            out
+        })
+        .await
+        .map_err(|e| Error::unexpected("checkpoint table: a call failed").with_source(e))?
+    }
+
+    async fn write_single(&self, w: Cas) -> Result<Option<Version>> {
+        let what = if w.expected.is_some() {
+            "failed to update"
+        } else {
+            "failed to insert"
+        };
+        self.run(what, move |conn| write_one(conn, &w)).await
+    }
 }
 
 #[async_trait]
 impl CheckpointStore for SqliteStore {
     async fn get(&self, key: &str) -> Result<Option<Entry>> {
-        let row = sqlx::query(
-            "SELECT value, version, expires_at FROM floe_checkpoint
-             WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)",
-        )
-        .bind(key)
-        .bind(now_ms())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| db_err("failed to read", e))?;
-        Ok(row.map(|r| Entry {
-            key: key.to_owned(),
-            value: r.get(0),
-            version: Version(r.get(1)),
-            expires_at_ms: r.get(2),
-        }))
+        let key = key.to_owned();
+        self.run("failed to read", move |conn| get_one(conn, &key, now_ms()))
+            .await
     }
 
     async fn put_if_absent(
@@ -294,13 +308,13 @@ impl CheckpointStore for SqliteStore {
         value: &[u8],
         ttl: Option<Duration>,
     ) -> Result<Option<Version>> {
-        let w = Cas {
-            key,
-            value,
-            ttl,
+        self.write_single(Cas {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            ttl: ttl_ms(ttl),
             expected: None,
-        };
-        write_one(&self.pool, w).await
+        })
+        .await
     }
 
     async fn put_if_version(
@@ -310,117 +324,85 @@ impl CheckpointStore for SqliteStore {
         expected: &Version,
         ttl: Option<Duration>,
     ) -> Result<Option<Version>> {
-        let w = Cas {
-            key,
-            value,
-            ttl,
-            expected: Some(expected),
-        };
-        write_one(&self.pool, w).await
+        self.write_single(Cas {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            ttl: ttl_ms(ttl),
+            expected: Some(expected.0.clone()),
+        })
+        .await
     }
 
     async fn delete_if_version(&self, key: &str, expected: &Version) -> Result<bool> {
-        let done = sqlx::query("DELETE FROM floe_checkpoint WHERE key = ? AND version = ?")
-            .bind(key)
-            .bind(&expected.0)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| db_err("failed to delete", e))?;
-        Ok(done.rows_affected() == 1)
+        let (key, expected) = (key.to_owned(), expected.0.clone());
+        self.run("failed to delete", move |conn| {
+            let gone = conn
+                .prepare_cached("DELETE FROM floe_checkpoint WHERE key = ?1 AND version = ?2")?
+                .execute(params![key, expected])?;
+            Ok(gone == 1)
+        })
+        .await
     }
 
     async fn scan(&self, prefix: &str) -> Result<Vec<Entry>> {
-        // Range scan on the primary key: prefix <= key < prefix + U+10FFFF.
-        let upper = format!("{prefix}\u{10ffff}");
-        let rows = sqlx::query(
-            "SELECT key, value, version, expires_at FROM floe_checkpoint
-             WHERE key >= ? AND key < ? AND (expires_at IS NULL OR expires_at > ?)
-             ORDER BY key",
-        )
-        .bind(prefix)
-        .bind(&upper)
-        .bind(now_ms())
-        .fetch_all(&self.pool)
+        let prefix = prefix.to_owned();
+        self.run("failed to scan", move |conn| {
+            scan_all(conn, &prefix, now_ms())
+        })
         .await
-        .map_err(|e| db_err("failed to scan", e))?;
-        Ok(rows
-            .into_iter()
-            .map(|r| Entry {
-                key: r.get(0),
-                value: r.get(1),
-                version: Version(r.get(2)),
-                expires_at_ms: r.get(3),
-            })
-            .collect())
-    }
-
-    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Entry>>> {
-        let mut found = std::collections::HashMap::new();
-        for chunk in keys.chunks(500) {
-            let marks = vec!["?"; chunk.len()].join(", ");
-            let sql = format!(
-                "SELECT key, value, version, expires_at FROM floe_checkpoint
-                 WHERE key IN ({marks}) AND (expires_at IS NULL OR expires_at > ?)"
-            );
-            let mut q = sqlx::query(&sql);
-            for k in chunk {
-                q = q.bind(k);
-            }
-            let rows = q
-                .bind(now_ms())
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| db_err("failed to read", e))?;
-            for r in rows {
-                let e = Entry {
-                    key: r.get(0),
-                    value: r.get(1),
-                    version: Version(r.get(2)),
-                    expires_at_ms: r.get(3),
-                };
-                found.insert(e.key.clone(), e);
-            }
-        }
-        Ok(keys.iter().map(|k| found.remove(k)).collect())
-    }
-
-    async fn write_many(&self, writes: &[Write<'_>]) -> Result<Vec<Option<Version>>> {
-        // One transaction: one disk sync for the lot. Each statement is a hand-off to the
-        // connection's thread, so runs of writes to distinct keys go many to a statement (a key
-        // written again starts the next run: the writes of a key apply in order).
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| db_err("failed to begin", e))?;
-        let writes: Vec<Cas<'_>> = writes.iter().map(Cas::from).collect();
-        let mut out = Vec::with_capacity(writes.len());
-        let mut rest = writes.as_slice();
-        while !rest.is_empty() {
-            let mut keys = std::collections::HashSet::new();
-            let run = rest.iter().take_while(|w| keys.insert(w.key)).count();
-            out.extend(write_distinct(&mut tx, &rest[..run]).await?);
-            rest = &rest[run..];
-        }
-        tx.commit()
-            .await
-            .map_err(|e| db_err("failed to commit", e))?;
-        Ok(out)
     }
 
     async fn purge_expired(&self, prefix: &str) -> Result<u64> {
-        let upper = format!("{prefix}\u{10ffff}");
-        let done = sqlx::query(
-            "DELETE FROM floe_checkpoint
-             WHERE key >= ? AND key < ? AND expires_at IS NOT NULL AND expires_at <= ?",
-        )
-        .bind(prefix)
-        .bind(&upper)
-        .bind(now_ms())
-        .execute(&self.pool)
+        let prefix = prefix.to_owned();
+        self.run("failed to purge", move |conn| {
+            purge(conn, &prefix, now_ms())
+        })
         .await
-        .map_err(|e| db_err("failed to purge", e))?;
-        Ok(done.rows_affected())
+    }
+
+    async fn scan_and_purge(&self, prefix: &str) -> Result<Vec<Entry>> {
+        // One trip for both; the purge judges death by the same clock reading as the scan.
+        let prefix = prefix.to_owned();
+        self.run("failed to scan", move |conn| {
+            let now = now_ms();
+            let live = scan_all(conn, &prefix, now)?;
+            purge(conn, &prefix, now)?;
+            Ok(live)
+        })
+        .await
+    }
+
+    async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Entry>>> {
+        let keys = keys.to_vec();
+        self.run("failed to read", move |conn| {
+            // One read transaction: the entries come from one snapshot of the table.
+            let tx = conn.transaction()?;
+            let now = now_ms();
+            let found = keys
+                .iter()
+                .map(|k| get_one(&tx, k, now))
+                .collect::<rusqlite::Result<_>>()?;
+            tx.commit()?;
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn write_many(&self, writes: &[Write<'_>]) -> Result<Vec<Option<Version>>> {
+        // One transaction, one disk sync for the lot, applied in order (a key written twice
+        // sees its first write). IMMEDIATE takes the write lock at the start, waiting out
+        // another process's under the busy timeout, where a deferred one could fail to upgrade.
+        let writes: Vec<Cas> = writes.iter().map(Cas::from).collect();
+        self.run("failed to write", move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = writes
+                .iter()
+                .map(|w| write_one(&tx, w))
+                .collect::<rusqlite::Result<_>>()?;
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
     }
 }
 
@@ -429,29 +411,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_run_of_writes_goes_as_full_statements_then_falling_powers_of_two() {
-        assert_eq!(chunks(0).count(), 0);
-        assert_eq!(chunks(1).collect::<Vec<_>>(), [1]);
-        assert_eq!(chunks(32).collect::<Vec<_>>(), [32]);
-        assert_eq!(
-            chunks(500).collect::<Vec<_>>(),
-            [[32; 15].as_slice(), &[16, 4]].concat()
-        );
-        for n in 0..300 {
-            let sizes: Vec<usize> = chunks(n).collect();
-            assert_eq!(sizes.iter().sum::<usize>(), n, "{n} writes");
-            assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{n}: {sizes:?}");
-            assert!(
-                sizes
-                    .iter()
-                    .all(|&s| s.is_power_of_two() && s <= ROWS_PER_STATEMENT),
-                "{n}: {sizes:?}"
-            );
-            // Each statement's text comes from the table of shapes.
-            for &s in &sizes {
-                assert_eq!(statement(true, s), cas_sql(true, s));
-                assert_eq!(statement(false, s), cas_sql(false, s));
-            }
-        }
+    fn versions_do_not_repeat_and_look_random() {
+        let versions: Vec<Version> = (0..10_000).map(|_| new_version()).collect();
+        let distinct: std::collections::HashSet<&str> =
+            versions.iter().map(|v| v.0.as_str()).collect();
+        assert_eq!(distinct.len(), versions.len());
+        assert!(versions.iter().all(|v| v.0.len() == 16));
+        // Consecutive counts come out far apart, not as neighbours.
+        let a = u64::from_str_radix(&versions[0].0, 16).unwrap();
+        let b = u64::from_str_radix(&versions[1].0, 16).unwrap();
+        assert!((a ^ b).count_ones() > 8, "{a:x} {b:x}");
     }
 }

@@ -29,22 +29,20 @@ async fn file_backed_passes_the_suite_and_two_handles_never_lose_an_update() {
 /// a long wait could be dead on arrival, and its holder's first renewal failed.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_entry_written_after_a_lock_wait_lives_its_whole_ttl() {
-    use sqlx::Connection;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("checkpoint.db");
     let store = SqliteStore::open(&path).await.unwrap();
     // Another process holds the write lock for 400 ms.
-    let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
-    let release = tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-        sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+    let (locked_tx, locked) = std::sync::mpsc::channel();
+    let holder = path.clone();
+    let release = std::thread::spawn(move || {
+        let other = rusqlite::Connection::open(holder).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        locked_tx.send(()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        other.execute_batch("COMMIT").unwrap();
     });
+    locked.recv().unwrap();
     let ttl = Some(std::time::Duration::from_millis(200));
     let started = std::time::Instant::now();
     let inserted = store.put_if_absent("lease/t", b"x", ttl).await.unwrap();
@@ -62,5 +60,5 @@ async fn an_entry_written_after_a_lock_wait_lives_its_whole_ttl() {
         .await
         .unwrap();
     assert!(updated.is_some(), "and can be renewed");
-    release.await.unwrap();
+    release.join().unwrap();
 }
