@@ -32,6 +32,28 @@ use super::read::{Step, unreadable};
 /// thread; enough that no thread waits for the writer to take the oldest.
 const DEPTH_PER_THREAD: usize = 2;
 
+/// How much lower the decoding threads' scheduling priority is than the rest of the process's
+/// (nice steps). The writer is the one thread of an object's pipeline whose work cannot be
+/// shared out: on two cores, a decoding thread woken with a segment preempted it, and every
+/// preemption is writer time lost. Niced, the decoders take what the writer leaves; they are
+/// several, so they still fill the cores.
+const DECODE_NICENESS: i32 = 5;
+
+/// Lower the calling thread's priority by [`DECODE_NICENESS`] (on Linux a thread id names one
+/// thread; elsewhere it stays as it is). Best effort: a failure leaves the thread as it was.
+/// Not undone: an unprivileged thread cannot raise its priority again, so only the object's
+/// own decoding threads, which do nothing else and end with it, call it.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{getpriority_process, setpriority_process};
+        let me = Some(rustix::thread::gettid());
+        if let Ok(now) = getpriority_process(me) {
+            let _ = setpriority_process(me, now.saturating_add(DECODE_NICENESS).min(19));
+        }
+    }
+}
+
 /// How the segments of one object decode: its table's schema, rows per batch and name matching.
 pub(super) struct Decoders {
     schema: SchemaRef,
@@ -74,6 +96,7 @@ impl Pool {
             std::thread::Builder::new()
                 .name("floe-decode".into())
                 .spawn(move || {
+                    lower_priority();
                     loop {
                         let job = match queue.lock() {
                             Ok(q) => q.recv(),
@@ -174,5 +197,31 @@ pub(super) async fn decode(
         // What was read so far, for progress: without waiting for room in the channel (a
         // full channel has rows for the writer, which says more).
         let _ = tx.try_send(Step::Read(bytes));
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use rustix::process::getpriority_process;
+
+    #[test]
+    fn a_decoding_thread_runs_below_the_rest_and_only_it() {
+        let spawner = Some(rustix::thread::gettid());
+        let before = getpriority_process(spawner).unwrap();
+        let (mine, theirs) = std::thread::spawn(move || {
+            super::lower_priority();
+            let me = Some(rustix::thread::gettid());
+            (
+                getpriority_process(me).unwrap(),
+                getpriority_process(spawner).unwrap(),
+            )
+        })
+        .join()
+        .unwrap();
+        assert_eq!(mine, (before + super::DECODE_NICENESS).min(19));
+        assert_eq!(
+            theirs, before,
+            "the thread that started it keeps its priority"
+        );
     }
 }
