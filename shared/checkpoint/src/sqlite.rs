@@ -273,12 +273,17 @@ impl SqliteStore {
                 Some(conn) => conn,
                 None => connect(pool.path.as_deref()).map_err(|e| db_err("failed to open", e))?,
             };
-            let out = f(&mut conn).map_err(|e| db_err(what, e));
-            pool.idle
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(conn);
-            out
+            let out = f(&mut conn);
+            // A connection that failed is not kept (its transaction rolled back when dropped,
+            // but the connection itself may be what failed); the next call opens another. The
+            // in-memory database's one connection is the database, so it always stays.
+            if out.is_ok() || pool.path.is_none() {
+                pool.idle
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(conn);
+            }
+            out.map_err(|e| db_err(what, e))
         })
         .await
         .map_err(|e| Error::unexpected("checkpoint table: a call failed").with_source(e))?
@@ -421,5 +426,40 @@ mod tests {
         let a = u64::from_str_radix(&versions[0].0, 16).unwrap();
         let b = u64::from_str_radix(&versions[1].0, 16).unwrap();
         assert!((a ^ b).count_ones() > 8, "{a:x} {b:x}");
+    }
+
+    fn idle(store: &SqliteStore) -> usize {
+        store.pool.idle.lock().unwrap().len()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_that_failed_is_replaced_but_the_in_memory_one_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SqliteStore::open(&dir.path().join("c.db")).await.unwrap();
+        assert_eq!(idle(&file), 1);
+        let failed = file
+            .run("failed on purpose", |conn| {
+                conn.execute_batch("SELECT * FROM no_such_table")
+            })
+            .await
+            .unwrap_err();
+        assert!(failed.to_string().contains("failed on purpose"), "{failed}");
+        assert_eq!(idle(&file), 0, "the failed connection is dropped");
+        assert!(file.put_if_absent("k", b"v", None).await.unwrap().is_some());
+        assert_eq!(idle(&file), 1, "a fresh one took its place");
+
+        let memory = SqliteStore::in_memory().await.unwrap();
+        memory.put_if_absent("k", b"v", None).await.unwrap();
+        let _ = memory
+            .run("failed on purpose", |conn| {
+                conn.execute_batch("SELECT * FROM no_such_table")
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(idle(&memory), 1);
+        assert!(
+            memory.get("k").await.unwrap().is_some(),
+            "the database is still there"
+        );
     }
 }
