@@ -42,13 +42,18 @@ struct Pool {
 /// WAL mode run beside them).
 const FILE_CONNECTIONS: usize = 4;
 
-fn db_err(what: &str, e: rusqlite::Error) -> Error {
-    let busy = matches!(
+/// Whether `e` is another process holding the lock past the busy timeout: the connection is
+/// as good as before.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
         e.sqlite_error_code(),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    );
+    )
+}
+
+fn db_err(what: &str, e: rusqlite::Error) -> Error {
     Error::new(
-        if busy {
+        if is_busy(&e) {
             ErrorKind::Conflict
         } else {
             ErrorKind::Io
@@ -275,9 +280,11 @@ impl SqliteStore {
             };
             let out = f(&mut conn);
             // A connection that failed is not kept (its transaction rolled back when dropped,
-            // but the connection itself may be what failed); the next call opens another. The
-            // in-memory database's one connection is the database, so it always stays.
-            if out.is_ok() || pool.path.is_none() {
+            // but the connection itself may be what failed); the next call opens another. A
+            // lock held too long by another process says nothing against the connection, and
+            // reopening on each would repeat the open under contention. The in-memory
+            // database's one connection is the database, so it always stays.
+            if out.as_ref().map_or_else(is_busy, |_| true) || pool.path.is_none() {
                 pool.idle
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
