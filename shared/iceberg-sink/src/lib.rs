@@ -22,6 +22,7 @@ pub mod changes;
 pub mod commit;
 pub mod delta;
 pub mod dv;
+mod encode;
 pub mod maintain;
 pub mod orphans;
 pub mod rest;

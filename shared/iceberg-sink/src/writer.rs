@@ -2,7 +2,8 @@
 //!
 //! The writer stack is iceberg-rust's, layered as its writer module describes:
 //! Parquet (zstd, column statistics) → rolling at a target size → data file → fanout by the
-//! table's partition spec. [`TableWriter::close`] returns the data files; committing them is a
+//! table's partition spec; only the Parquet layer is floe's own, encoding a file's columns on
+//! several threads ([`crate::encode`]). [`TableWriter::close`] returns the data files; committing them is a
 //! separate step (the committer), so the batching policy decides when snapshots are made.
 
 use std::collections::BTreeMap;
@@ -15,7 +16,6 @@ use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::spec::{DataFile, DataFileFormat, Struct};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::{DataFileWriter, DataFileWriterBuilder};
-use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, DefaultLocationGenerator,
 };
@@ -28,6 +28,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::catalog::from_iceberg;
 use crate::changes::{Changes, RowChanges};
+use crate::encode::ParallelParquetBuilder;
 use crate::sources::{Ordinals, SourceRows, SourceTracker};
 
 /// Writer settings.
@@ -178,10 +179,13 @@ impl Default for WriterOptions {
     }
 }
 
-type Builder =
-    DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+type Builder = DataFileWriterBuilder<
+    ParallelParquetBuilder,
+    DefaultLocationGenerator,
+    DefaultFileNameGenerator,
+>;
 type Writer =
-    DataFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+    DataFileWriter<ParallelParquetBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
 
 struct Partitioned {
     splitter: RecordBatchPartitionSplitter,
@@ -257,7 +261,8 @@ impl TableWriter {
             )),
             None => None,
         };
-        let parquet = ParquetWriterBuilder::new(props, schema.clone());
+        let arrow = arrow_schema(table)?;
+        let parquet = ParallelParquetBuilder::new(props, schema.clone(), arrow.clone());
         let location = DefaultLocationGenerator::new(metadata).map_err(from_iceberg)?;
         let names =
             DefaultFileNameGenerator::new(opts.file_prefix.clone(), None, DataFileFormat::Parquet);
@@ -280,7 +285,7 @@ impl TableWriter {
             }))
         };
         Ok(TableWriter {
-            arrow_schema: arrow_schema(table)?,
+            arrow_schema: arrow,
             inner,
             rows: 0,
             changes,
