@@ -167,7 +167,7 @@ impl ParallelParquetWriter {
             open.group = Some((Group::new(writers), 0));
         }
         let (group, rows) = open.group.as_mut().expect("made above");
-        let mut leaves = Vec::with_capacity(group.columns());
+        let mut leaves = Vec::with_capacity(arrow.fields().len());
         for (field, column) in arrow.fields().iter().zip(batch.columns()) {
             leaves.extend(compute_leaves(field, column).map_err(|e| iceberg_error("levels", e))?);
         }
@@ -305,10 +305,6 @@ impl Group {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn columns(&self) -> usize {
-        self.lock().columns.len()
-    }
-
     fn estimated_bytes(&self) -> usize {
         self.lock().columns.iter().map(|c| c.estimated).sum()
     }
@@ -426,12 +422,15 @@ struct Pool {
     jobs: Mutex<VecDeque<(Arc<Group>, usize)>>,
     ready: Condvar,
     started: std::sync::Once,
+    /// The threads that did start.
+    threads: std::sync::atomic::AtomicUsize,
 }
 
 static POOL: LazyLock<Pool> = LazyLock::new(|| Pool {
     jobs: Mutex::new(VecDeque::new()),
     ready: Condvar::new(),
     started: std::sync::Once::new(),
+    threads: std::sync::atomic::AtomicUsize::new(0),
 });
 
 impl Pool {
@@ -445,11 +444,24 @@ impl Pool {
                 let spawned = std::thread::Builder::new()
                     .name(format!("floe-encode-{n}"))
                     .spawn(|| POOL.work());
-                if let Err(e) = spawned {
-                    tracing::warn!(error = %e, "could not start a Parquet encoding thread");
+                match spawned {
+                    Ok(_) => {
+                        self.threads
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not start a Parquet encoding thread");
+                    }
                 }
             }
         });
+        if self.threads.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            // No thread could be started: encode here rather than wait for none.
+            for c in columns {
+                group.encode(c);
+            }
+            return;
+        }
         let n = columns.len();
         let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
         jobs.extend(columns.into_iter().map(|c| (group.clone(), c)));
@@ -516,32 +528,18 @@ fn count_field_nans(field: &Field, array: &ArrayRef, into: &mut HashMap<i32, u64
         }
         DataType::List(element) => {
             let list = array.as_list::<i32>();
-            count_field_nans(
-                element,
-                &values_in_range(list.values(), list.offsets()),
-                into,
-            );
+            count_field_nans(element, &reached(list.values(), list.offsets()), into);
             None
         }
         DataType::LargeList(element) => {
             let list = array.as_list::<i64>();
-            count_field_nans(
-                element,
-                &values_in_range(list.values(), list.offsets()),
-                into,
-            );
+            count_field_nans(element, &reached(list.values(), list.offsets()), into);
             None
         }
         DataType::Map(entries, _) => {
             let map = array.as_map();
             let entries_array: ArrayRef = Arc::new(map.entries().clone());
-            let DataType::Struct(kv) = entries.data_type() else {
-                return;
-            };
-            let kv_array = values_in_range(&entries_array, map.offsets());
-            for (f, c) in kv.iter().zip(kv_array.as_struct().columns()) {
-                count_field_nans(f, c, into);
-            }
+            count_field_nans(entries, &reached(&entries_array, map.offsets()), into);
             None
         }
         _ => None,
@@ -551,8 +549,8 @@ fn count_field_nans(field: &Field, array: &ArrayRef, into: &mut HashMap<i32, u64
     }
 }
 
-/// The values of a (possibly sliced) list array that its rows reach.
-fn values_in_range<O: arrow_array::OffsetSizeTrait>(
+/// The values of a (possibly sliced) list or map array that its rows reach.
+fn reached<O: arrow_array::OffsetSizeTrait>(
     values: &ArrayRef,
     offsets: &arrow_buffer::OffsetBuffer<O>,
 ) -> ArrayRef {
