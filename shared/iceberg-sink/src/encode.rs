@@ -664,6 +664,23 @@ mod tests {
     use iceberg::spec::{ListType, MapType, NestedField, Schema, StructType};
     use iceberg::writer::file_writer::ParquetWriterBuilder;
 
+    /// The test schema, its Arrow form, the writer's default properties, a folder and a FileIO.
+    fn fixture() -> (
+        SchemaRef,
+        ArrowSchemaRef,
+        WriterProperties,
+        tempfile::TempDir,
+        iceberg::io::FileIO,
+    ) {
+        let schema = schema();
+        let arrow: ArrowSchemaRef =
+            Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let props = crate::writer::writer_properties(&Default::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let io = FileIOBuilder::new(Arc::new(iceberg::io::LocalFsStorageFactory)).build();
+        (schema, arrow, props, dir, io)
+    }
+
     fn schema() -> SchemaRef {
         let f = |id, name: &str, ty: PrimitiveType| {
             Arc::new(NestedField::optional(id, name, Type::Primitive(ty)))
@@ -850,12 +867,7 @@ mod tests {
     /// encoding threads and stay each what it would be alone.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn files_written_together_share_the_threads_and_stay_apart() {
-        let schema = schema();
-        let arrow: ArrowSchemaRef =
-            Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
-        let props = crate::writer::writer_properties(&Default::default()).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let io = FileIOBuilder::new(Arc::new(iceberg::io::LocalFsStorageFactory)).build();
+        let (schema, arrow, props, dir, io) = fixture();
         let builder = ParallelParquetBuilder::new(props.clone(), schema.clone(), arrow.clone());
         let batches: Vec<Vec<_>> = (0..3)
             .map(|f| {
@@ -892,12 +904,7 @@ mod tests {
     /// A file given no rows is not made.
     #[tokio::test]
     async fn no_rows_no_file() {
-        let schema = schema();
-        let arrow: ArrowSchemaRef =
-            Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
-        let props = crate::writer::writer_properties(&Default::default()).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let io = FileIOBuilder::new(Arc::new(iceberg::io::LocalFsStorageFactory)).build();
+        let (schema, arrow, props, dir, io) = fixture();
         let path = format!("{}/none.parquet", dir.path().display());
         let builder = ParallelParquetBuilder::new(props, schema, arrow.clone());
         let mut w = builder.build(io.new_output(&path).unwrap()).await.unwrap();
