@@ -19,7 +19,7 @@
 //! from the file's own Parquet metadata, as Iceberg's Parquet writer computes them.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, OnceLock, PoisonError};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Float64Type};
@@ -421,16 +421,14 @@ impl Group {
 struct Pool {
     jobs: Mutex<VecDeque<(Arc<Group>, usize)>>,
     ready: Condvar,
-    started: std::sync::Once,
-    /// The threads that did start.
-    threads: std::sync::atomic::AtomicUsize,
+    /// How many threads started (set at the first file).
+    threads: OnceLock<usize>,
 }
 
 static POOL: LazyLock<Pool> = LazyLock::new(|| Pool {
     jobs: Mutex::new(VecDeque::new()),
     ready: Condvar::new(),
-    started: std::sync::Once::new(),
-    threads: std::sync::atomic::AtomicUsize::new(0),
+    threads: OnceLock::new(),
 });
 
 impl Pool {
@@ -438,24 +436,22 @@ impl Pool {
         if columns.is_empty() {
             return;
         }
-        self.started.call_once(|| {
-            let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-            for n in 0..threads {
+        let threads = *self.threads.get_or_init(|| {
+            let mut started = 0;
+            for n in 0..std::thread::available_parallelism().map_or(2, |n| n.get()) {
                 let spawned = std::thread::Builder::new()
                     .name(format!("floe-encode-{n}"))
                     .spawn(|| POOL.work());
                 match spawned {
-                    Ok(_) => {
-                        self.threads
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
+                    Ok(_) => started += 1,
                     Err(e) => {
-                        tracing::warn!(error = %e, "could not start a Parquet encoding thread");
+                        tracing::warn!(error = %e, "could not start a Parquet encoding thread")
                     }
                 }
             }
+            started
         });
-        if self.threads.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        if threads == 0 {
             // No thread could be started: encode here rather than wait for none.
             for c in columns {
                 group.encode(c);
