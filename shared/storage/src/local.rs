@@ -311,21 +311,15 @@ fn open_first(
 /// Up to `cap` bytes from the file's position (fewer only at its end).
 fn read_chunk(file: &mut std::fs::File, cap: usize) -> Result<Bytes> {
     use std::io::Read;
-    let mut buf = vec![0u8; cap];
-    let mut n = 0;
-    while n < cap {
-        match file.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::from(e)),
-        }
-    }
-    buf.truncate(n);
+    // Read into spare capacity: zeroing the buffer first would cost a pass over every byte
+    // of the object.
+    let mut buf = Vec::with_capacity(cap);
+    (file.by_ref().take(cap as u64))
+        .read_to_end(&mut buf)
+        .map_err(Error::from)?;
     Ok(Bytes::from(buf))
 }
 
-/// Write to a dot-file beside the target, then rename over it.
 /// Replace the file at `path` with `body` through a temporary file and a rename, so a reader
 /// sees the old content or the new, never part of it.
 ///
