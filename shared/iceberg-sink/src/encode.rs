@@ -806,17 +806,13 @@ mod tests {
     /// batches that cross row groups, nested columns, nulls, NaNs, every bound type.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn files_and_metrics_are_those_of_icebergs_own_parquet_writer() {
-        let schema = schema();
-        let arrow: ArrowSchemaRef =
-            Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let (schema, arrow, _, dir, io) = fixture();
         let batches: Vec<_> = (0..9).map(|n| batch(&arrow, n, 700)).collect();
         let opts = crate::writer::WriterOptions {
             row_group_rows: 1000,
             ..Default::default()
         };
         let props = crate::writer::writer_properties(&opts).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let io = FileIOBuilder::new(Arc::new(iceberg::io::LocalFsStorageFactory)).build();
         let ours_path = format!("{}/ours.parquet", dir.path().display());
         let theirs_path = format!("{}/theirs.parquet", dir.path().display());
         let ours = write(

@@ -312,7 +312,9 @@ fn open_first(
 fn read_chunk(file: &mut std::fs::File, cap: usize) -> Result<Bytes> {
     use std::io::Read;
     // Read into spare capacity: zeroing the buffer first would cost a pass over every byte
-    // of the object.
+    // of the object. `read_to_end` grows its reads from 8 KiB, so a chunk takes several read
+    // calls (about 3 for a 36 KiB object, 8 for 1 MiB); measured, that still costs less than
+    // the memset. One call into uninitialised memory needs `Read::read_buf`, not yet stable.
     let mut buf = Vec::with_capacity(cap);
     (file.by_ref().take(cap as u64))
         .read_to_end(&mut buf)
